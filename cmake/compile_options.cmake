@@ -1,0 +1,17 @@
+# Warnings and sanitizers for every target of the project, through one interface target.
+add_library(quiesce_compile_options INTERFACE)
+target_compile_options(quiesce_compile_options INTERFACE -Wall -Wextra -Werror)
+
+if(QUIESCE_SANITIZE)
+  set(_san -fsanitize=${QUIESCE_SANITIZE} -fno-omit-frame-pointer)
+  if(QUIESCE_SANITIZE MATCHES "undefined")
+    list(APPEND _san -fno-sanitize-recover=all)
+  endif()
+  target_compile_options(quiesce_compile_options INTERFACE ${_san})
+  target_link_options(quiesce_compile_options INTERFACE ${_san})
+  if(QUIESCE_SANITIZE MATCHES "thread")
+    # GCC 12 warns that TSan does not model std::atomic_thread_fence; we avoid standalone
+    # fences where TSan must see the ordering, so the warning is not an error here.
+    target_compile_options(quiesce_compile_options INTERFACE -Wno-error=tsan)
+  endif()
+endif()

@@ -1,0 +1,104 @@
+#include "quiesce/log.hpp"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include "quiesce/clock.hpp"
+
+namespace quiesce {
+
+namespace {
+
+void stderr_sink(log_level, std::string_view line) {
+  std::string out = dmesg_line(now_ns(), line);
+  out += '\n';
+  // One write per line so lines from several processes do not interleave mid-line.
+  std::string_view rest = out;
+  while (!rest.empty()) {
+    const ssize_t n = ::write(STDERR_FILENO, rest.data(), rest.size());
+    if (n <= 0) break;  // stderr closed or full: diagnostics are best-effort
+    rest.remove_prefix(static_cast<std::size_t>(n));
+  }
+}
+
+struct log_state {
+  std::mutex lock;
+  log_sink sink = stderr_sink;  // L: lock; also held while the sink runs
+};
+
+log_state& state() {
+  static log_state s;  // never destroyed before a static worker's last log line
+  return s;
+}
+
+}  // namespace
+
+const char* to_string(log_level level) noexcept {
+  switch (level) {
+    case log_level::err: return "err";
+    case log_level::warning: return "warning";
+    case log_level::info: return "info";
+    case log_level::debug: return "debug";
+  }
+  return "?";
+}
+
+void log(log_level level, std::string_view message) {
+  log_state& s = state();
+  std::lock_guard guard(s.lock);
+  std::size_t start = 0;
+  while (true) {
+    const std::size_t nl = message.find('\n', start);
+    const std::string_view line = message.substr(start, nl - start);
+    if (nl == std::string_view::npos) {
+      if (!line.empty() || start == 0) s.sink(level, line);
+      break;
+    }
+    s.sink(level, line);
+    start = nl + 1;
+  }
+}
+
+log_sink set_log_sink(log_sink sink) {
+  log_state& s = state();
+  std::lock_guard guard(s.lock);
+  log_sink previous = std::move(s.sink);
+  s.sink = sink ? std::move(sink) : log_sink(stderr_sink);
+  return previous;
+}
+
+std::string dmesg_line(std::uint64_t monotonic_ns, std::string_view line) {
+  return fmt::format("[{:5}.{:06}] {}", monotonic_ns / 1'000'000'000u,
+                     (monotonic_ns / 1'000u) % 1'000'000u, line);
+}
+
+log_capture::log_capture(bool forward) {
+  // Hold lock_ while installing, so a line logged at once waits until previous_ is set.
+  std::lock_guard guard(lock_);
+  previous_ = set_log_sink([this, forward](log_level level, std::string_view line) {
+    std::lock_guard guard(lock_);
+    lines_.emplace_back(line);
+    if (forward) previous_(level, line);
+  });
+}
+
+log_capture::~log_capture() { set_log_sink(std::move(previous_)); }
+
+std::vector<std::string> log_capture::lines() const {
+  std::lock_guard guard(lock_);
+  return lines_;
+}
+
+std::size_t log_capture::count(std::string_view needle) const {
+  std::lock_guard guard(lock_);
+  std::size_t n = 0;
+  for (const std::string& line : lines_) n += line.find(needle) != std::string::npos;
+  return n;
+}
+
+void log_capture::clear() {
+  std::lock_guard guard(lock_);
+  lines_.clear();
+}
+
+}  // namespace quiesce

@@ -1,0 +1,111 @@
+// quiesce report - runs every registered experiment and writes DIR/report.md and
+// DIR/results.json. Experiments register themselves (registry.hpp); a seed whose
+// experiment is not built yet is listed as such, with the seed's published numbers only.
+#include <fmt/chrono.h>
+#include <fmt/format.h>
+
+#include <chrono>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <system_error>
+
+#include "machine.hpp"
+#include "quiesce/clock.hpp"
+#include "quiesce/version.hpp"
+#include "registry.hpp"
+#include "seeds.hpp"
+
+namespace quiesce::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Writes `text` to `path` through a temporary file and a rename, so a reader never sees a
+// half-written file and an interrupted run leaves the previous one intact.
+void write_atomically(const fs::path& path, const std::string& text) {
+  const fs::path tmp = path.string() + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out << text;
+    out.flush();
+    if (!out) throw std::runtime_error("cannot write " + tmp.string());
+  }
+  fs::rename(tmp, path);
+}
+
+struct report_options {
+  std::string out = "quiesce-report";
+  bool quick = false;
+};
+
+int run_report(const report_options& opt) {
+  std::error_code ec;
+  fs::create_directories(opt.out, ec);
+  if (ec) throw usage_error(fmt::format("--out: cannot create '{}': {}", opt.out, ec.message()));
+
+  const std::uint64_t started = now_ns();
+  nlohmann::json results;
+  results["quiesce_version"] = version_string;
+  results["generated_at"] = fmt::format("{:%Y-%m-%dT%H:%M:%SZ}", fmt::gmtime(std::time(nullptr)));
+  results["quick"] = opt.quick;
+  fmt::print(stderr, "quiesce report: measuring the machine...\n");
+  results["machine"] = machine_facts();
+  results["experiments"] = nlohmann::json::object();
+  results["not_built"] = nlohmann::json::array();
+  results["failed"] = nlohmann::json::object();
+
+  std::string md = fmt::format("# quiesce report\n\nquiesce {}, {}{}.\n\n## Machine\n\n{}\n",
+                               version_string, results["generated_at"].get<std::string>(),
+                               opt.quick ? ", quick run (smaller populations)" : "",
+                               machine_markdown(results["machine"]));
+  const experiment_options eopt{opt.quick};
+  for (const seed& s : seeds()) {
+    md += fmt::format("## Seed {}: {}\n\nThe bug: {}.\n\nPublished: {}\n\n", s.id, s.patch,
+                      s.problem, s.published);
+    bool any = false;
+    for (const experiment& e : experiments()) {
+      if (e.seed != s.id) continue;
+      any = true;
+      fmt::print(stderr, "quiesce report: running {} (seed {})...\n", e.name, s.id);
+      try {
+        const nlohmann::json r = e.run(eopt);
+        results["experiments"][e.name] = r;
+        md += fmt::format("### {} (`quiesce {}`)\n\n{}\n", e.title, e.name, e.markdown(r));
+      } catch (const std::exception& ex) {
+        results["failed"][e.name] = ex.what();
+        md += fmt::format("### {} (`quiesce {}`)\n\nFAILED: {}\n\n", e.title, e.name, ex.what());
+      }
+    }
+    if (!any) {
+      results["not_built"].push_back(s.id);
+      md += fmt::format("Ours: not built yet - `quiesce {}` does not exist in this build, so "
+                        "there is nothing to measure.\n\n",
+                        s.experiment);
+    }
+  }
+  const double seconds = static_cast<double>(now_ns() - started) / 1e9;
+  results["duration_s"] = seconds;
+  md += fmt::format("---\nReport generated in {:.1f} s.\n", seconds);
+
+  write_atomically(fs::path(opt.out) / "results.json", results.dump(2) + "\n");
+  write_atomically(fs::path(opt.out) / "report.md", md);
+  fmt::print("{}", md);
+  fmt::print(stderr, "quiesce report: wrote {0}/report.md and {0}/results.json\n", opt.out);
+  return results["failed"].empty() ? 0 : 1;
+}
+
+const command_registrar report_command{{"report", [](CLI::App& app) {
+  auto* sub = app.add_subcommand(
+      "report", "Run every experiment and write DIR/report.md and DIR/results.json");
+  auto opt = std::make_shared<report_options>();
+  sub->add_option("--out", opt->out, "Directory for report.md and results.json")
+      ->capture_default_str();
+  sub->add_flag("--quick", opt->quick, "Smaller populations: the whole report within a minute");
+  sub->callback([opt] {
+    if (const int rc = run_report(*opt); rc != 0) throw std::runtime_error("an experiment failed");
+  });
+}}};
+
+}  // namespace
+}  // namespace quiesce::cli

@@ -1,0 +1,43 @@
+// quiesce - the command-line tool. Every subcommand lives in its own cmd_*.cpp and
+// registers itself (registry.hpp); main only parses and reports errors.
+//
+// Exit codes: 0 success, 1 the command ran and failed (e.g. verification mismatch),
+// 2 bad usage (unknown option, invalid value) - always with one line on stderr.
+#include <fmt/format.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <exception>
+#include <stdexcept>
+
+#include "quiesce/version.hpp"
+#include "registry.hpp"
+
+int main(int argc, char** argv) {
+  CLI::App app{"quiesce - latency-bounded deferred work: workqueues, RCU and chunked work, "
+               "with the experiments of three kernel latency fixes",
+               "quiesce"};
+  app.set_version_flag("--version", std::string("quiesce ") + quiesce::version_string);
+  app.require_subcommand(1);
+  app.failure_message([](const CLI::App*, const CLI::Error& e) { return std::string(e.what()); });
+  for (const auto& command : quiesce::cli::commands()) command.setup(app);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::Success& e) {  // --help, --version
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    fmt::print(stderr, "quiesce: {} (see quiesce --help)\n", e.what());
+    return 2;
+  } catch (const quiesce::cli::usage_error& e) {
+    fmt::print(stderr, "quiesce: {}\n", e.what());
+    return 2;
+  } catch (const std::invalid_argument& e) {
+    fmt::print(stderr, "quiesce: invalid argument: {}\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "quiesce: error: {}\n", e.what());
+    return 1;
+  }
+  return 0;
+}
