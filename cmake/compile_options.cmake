@@ -10,8 +10,8 @@ if(QUIESCE_SANITIZE)
   target_compile_options(quiesce_compile_options INTERFACE ${_san})
   target_link_options(quiesce_compile_options INTERFACE ${_san})
   if(QUIESCE_SANITIZE MATCHES "thread")
-    # GCC 12 warns that TSan does not model std::atomic_thread_fence; we avoid standalone
-    # fences where TSan must see the ordering, so the warning is not an error here.
-    target_compile_options(quiesce_compile_options INTERFACE -Wno-error=tsan)
+    # GCC 12 warns that TSan does not model std::atomic_thread_fence. Our fences order
+    # accesses that are themselves atomics (seqlocks), so TSan sees no race without them.
+    target_compile_options(quiesce_compile_options INTERFACE -Wno-tsan)
   endif()
 endif()

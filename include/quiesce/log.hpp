@@ -40,7 +40,8 @@ std::string dmesg_line(std::uint64_t monotonic_ns, std::string_view line);
 
 // Captures every line logged during its lifetime (tests, and programs that report
 // diagnostics in their own output). Restores the previous sink on destruction.
-// Optionally forwards each line to the previous sink as well.
+// Optionally forwards each line to the previous sink as well. Captures nest: destroy them
+// in reverse order of construction (as scopes do).
 class log_capture {
  public:
   explicit log_capture(bool forward = false);
@@ -56,7 +57,7 @@ class log_capture {
  private:
   mutable std::mutex lock_;
   std::vector<std::string> lines_;  // L: lock_
-  log_sink previous_;               // L: lock_ while being set at construction; I after
+  log_sink previous_;               // the log lock (log.cpp): swapped and called under it
 };
 
 }  // namespace quiesce

@@ -73,16 +73,26 @@ std::string dmesg_line(std::uint64_t monotonic_ns, std::string_view line) {
 }
 
 log_capture::log_capture(bool forward) {
-  // Hold lock_ while installing, so a line logged at once waits until previous_ is set.
-  std::lock_guard guard(lock_);
-  previous_ = set_log_sink([this, forward](log_level level, std::string_view line) {
-    std::lock_guard guard(lock_);
-    lines_.emplace_back(line);
+  // Swap the sink under the log lock directly: previous_ is then written and read (by the
+  // sink below, which only ever runs under that lock) under the same lock. Lock order is
+  // always log lock -> lock_.
+  log_state& s = state();
+  std::lock_guard guard(s.lock);
+  previous_ = std::move(s.sink);
+  s.sink = [this, forward](log_level level, std::string_view line) {
+    {
+      std::lock_guard lines_guard(lock_);
+      lines_.emplace_back(line);
+    }
     if (forward) previous_(level, line);
-  });
+  };
 }
 
-log_capture::~log_capture() { set_log_sink(std::move(previous_)); }
+log_capture::~log_capture() {
+  log_state& s = state();
+  std::lock_guard guard(s.lock);
+  s.sink = previous_ ? std::move(previous_) : log_sink(stderr_sink);
+}
 
 std::vector<std::string> log_capture::lines() const {
   std::lock_guard guard(lock_);

@@ -22,6 +22,16 @@ int main(int argc, char** argv) {
   app.failure_message([](const CLI::App*, const CLI::Error& e) { return std::string(e.what()); });
   for (const auto& command : quiesce::cli::commands()) command.setup(app);
 
+  const auto is_command = [&](const std::string& name) {
+    for (const auto& c : quiesce::cli::commands()) {
+      if (c.name == name) return true;
+    }
+    return false;
+  };
+  if (argc > 1 && argv[1][0] != '-' && !is_command(argv[1])) {
+    fmt::print(stderr, "quiesce: unknown command '{}' (see quiesce --help)\n", argv[1]);
+    return 2;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::Success& e) {  // --help, --version

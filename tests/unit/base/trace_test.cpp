@@ -139,14 +139,13 @@ TEST(Trace, ConcurrentExportNeverSeesATornEvent) {
       }
     });
   }
-  std::size_t checked = 0;
+  std::size_t checked = 0, torn = 0;
   const std::uint64_t deadline = now_ns() + 60'000'000'000ull;
-  while (checked < 20000 && now_ns() < deadline) {
+  while (checked < 20000 && torn == 0 && now_ns() < deadline) {
     for (const auto& e : events_of("torn")) {
-      ASSERT_EQ(e.ts_ns, e.num_val * 2);
-      ASSERT_EQ(e.dur_ns, e.num_val + 1);
-      ASSERT_EQ(e.str_val, e.name);
-      ASSERT_EQ(e.ph, trace::phase::complete);
+      const bool whole = e.ts_ns == e.num_val * 2 && e.dur_ns == e.num_val + 1 &&
+                         e.str_val == e.name && e.ph == trace::phase::complete;
+      torn += !whole;
       ++checked;
     }
   }
@@ -154,6 +153,7 @@ TEST(Trace, ConcurrentExportNeverSeesATornEvent) {
   for (auto& t : writers) t.join();
   trace::enable(false);
   trace::set_ring_capacity(16384);
+  EXPECT_EQ(torn, 0u) << "of " << checked << " events read";
   EXPECT_GT(checked, 0u);
 }
 

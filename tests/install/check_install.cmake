@@ -1,0 +1,33 @@
+# cmake -DBUILD_DIR=... -DCONSUMER_DIR=... -DWORK_DIR=... -P check_install.cmake
+file(REMOVE_RECURSE ${WORK_DIR})
+set(prefix ${WORK_DIR}/prefix)
+
+function(run what)
+  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "${what} failed (${rc}):\n${out}\n${err}")
+  endif()
+  message(STATUS "${what}: ok")
+endfunction()
+
+run("install" ${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${prefix})
+
+# 1. find_package(quiesce) + target_link_libraries(x quiesce::quiesce)
+run("configure consumer" ${CMAKE_COMMAND} -S ${CONSUMER_DIR} -B ${WORK_DIR}/consumer -G Ninja
+    -DCMAKE_PREFIX_PATH=${prefix})
+run("build consumer" ${CMAKE_COMMAND} --build ${WORK_DIR}/consumer)
+run("run consumer (find_package)" ${WORK_DIR}/consumer/consumer)
+
+# 2. pkg-config --cflags --libs quiesce
+file(GLOB_RECURSE pc_files ${prefix}/*/quiesce.pc)
+list(GET pc_files 0 pc_file)
+get_filename_component(pc_dir ${pc_file} DIRECTORY)
+set(ENV{PKG_CONFIG_PATH} ${pc_dir})
+execute_process(COMMAND pkg-config --cflags --libs quiesce OUTPUT_VARIABLE flags
+                RESULT_VARIABLE rc OUTPUT_STRIP_TRAILING_WHITESPACE)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "pkg-config --cflags --libs quiesce failed")
+endif()
+separate_arguments(flags UNIX_COMMAND "${flags}")
+run("build consumer (pkg-config)" c++ ${CONSUMER_DIR}/main.cpp -o ${WORK_DIR}/consumer-pc ${flags})
+run("run consumer (pkg-config)" ${WORK_DIR}/consumer-pc)

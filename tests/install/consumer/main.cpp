@@ -1,0 +1,25 @@
+// A program built against an installed quiesce: exits 0 only if the library works.
+#include <quiesce/cpu_set.hpp>
+#include <quiesce/histogram.hpp>
+#include <quiesce/log.hpp>
+#include <quiesce/summary.hpp>
+#include <quiesce/version.hpp>
+
+#include <cstdio>
+#include <string>
+
+int main() {
+  quiesce::summary s;
+  s.add(1'000'000);
+  s.add(3'000'000);
+  const std::string line = quiesce::keygcbench_line("unused", s);
+  quiesce::histogram h;
+  for (std::uint64_t v = 1; v <= 100; ++v) h.record(v);
+  quiesce::log_capture capture;
+  quiesce::log(quiesce::log_level::info, "installed");
+  const bool ok = line == "unused:   min=1.000 avg=2.000 max=3.000 var=1.000" &&
+                  h.percentile(50) == 50 && quiesce::cpu_set::parse("0-2").size() == 3 &&
+                  capture.count("installed") == 1;
+  std::printf("quiesce %s: %s\n", quiesce::version_string, ok ? "ok" : "WRONG");
+  return ok ? 0 : 1;
+}
