@@ -14,12 +14,14 @@
 namespace {
 
 void BM_now_ns(benchmark::State& state) {
-  for (auto _ : state) benchmark::DoNotOptimize(quiesce::now_ns());
+  for (auto _ : state)
+    benchmark::DoNotOptimize(quiesce::now_ns());
 }
 BENCHMARK(BM_now_ns);
 
 void BM_thread_cpu_ns(benchmark::State& state) {
-  for (auto _ : state) benchmark::DoNotOptimize(quiesce::thread_cpu_ns());
+  for (auto _ : state)
+    benchmark::DoNotOptimize(quiesce::thread_cpu_ns());
 }
 BENCHMARK(BM_thread_cpu_ns);
 
@@ -28,7 +30,8 @@ void BM_histogram_record(benchmark::State& state) {
   std::mt19937_64 rng(1);
   std::uniform_int_distribution<std::uint64_t> dist(1'000, 10'000'000);
   std::vector<std::uint64_t> values(4096);
-  for (auto& v : values) v = dist(rng);
+  for (auto& v : values)
+    v = dist(rng);
   quiesce::histogram h;
   std::size_t i = 0;
   for (auto _ : state) {
@@ -40,8 +43,10 @@ BENCHMARK(BM_histogram_record);
 
 void BM_histogram_percentile(benchmark::State& state) {
   quiesce::histogram h;
-  for (std::uint64_t v = 1; v < 1'000'000; v += 7) h.record(v * 13);
-  for (auto _ : state) benchmark::DoNotOptimize(h.percentile(99.0));
+  for (std::uint64_t v = 1; v < 1'000'000; v += 7)
+    h.record(v * 13);
+  for (auto _ : state)
+    benchmark::DoNotOptimize(h.percentile(99.0));
 }
 BENCHMARK(BM_histogram_percentile);
 
@@ -57,7 +62,8 @@ void BM_summary_add(benchmark::State& state) {
 BENCHMARK(BM_summary_add);
 
 void BM_schedstat_open_read_close(benchmark::State& state) {
-  for (auto _ : state) benchmark::DoNotOptimize(quiesce::read_schedstat());
+  for (auto _ : state)
+    benchmark::DoNotOptimize(quiesce::read_schedstat());
 }
 BENCHMARK(BM_schedstat_open_read_close);
 
@@ -67,7 +73,8 @@ void BM_schedstat_kept_open(benchmark::State& state) {
     state.SkipWithError("schedstat unavailable");
     return;
   }
-  for (auto _ : state) benchmark::DoNotOptimize(reader.sample());
+  for (auto _ : state)
+    benchmark::DoNotOptimize(reader.sample());
 }
 BENCHMARK(BM_schedstat_kept_open);
 

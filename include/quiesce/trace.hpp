@@ -38,8 +38,8 @@ struct event {
   std::uint64_t dur_ns = 0;  // complete events only
   const char* name = nullptr;
   const char* category = nullptr;
-  const char* str_key = nullptr;  // e.g. "function"
-  const char* str_val = nullptr;  // e.g. "key_garbage_collector"
+  const char* str_key = nullptr;   // e.g. "function"
+  const char* str_val = nullptr;   // e.g. "key_garbage_collector"
   const char* str2_key = nullptr;  // e.g. "workqueue"
   const char* str2_val = nullptr;  // e.g. "events"
   const char* num_key = nullptr;   // e.g. "work"
@@ -54,7 +54,9 @@ void emit_slow(const event& e) noexcept;
 }  // namespace detail
 
 // True while tracing is on. One relaxed load.
-inline bool enabled() noexcept { return detail::enabled_flag.load(std::memory_order_relaxed); }
+inline bool enabled() noexcept {
+  return detail::enabled_flag.load(std::memory_order_relaxed);
+}
 
 // Records `e` in the calling thread's ring if tracing is on (the first event of a thread
 // allocates its ring). Never blocks, never throws. The thread id is added at export.

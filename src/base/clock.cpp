@@ -23,7 +23,8 @@ double median_cost_ns(Read read, int reads, int batches) {
   std::uint64_t sink = 0;
   for (int b = 0; b < n; ++b) {
     const std::uint64_t start = now_ns();
-    for (int i = 0; i < reads; ++i) sink += read();
+    for (int i = 0; i < reads; ++i)
+      sink += read();
     per_call[static_cast<std::size_t>(b)] = static_cast<double>(now_ns() - start) / reads;
   }
   std::sort(per_call.begin(), per_call.begin() + n);

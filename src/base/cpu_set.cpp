@@ -27,13 +27,16 @@ int take_cpu(std::string_view& s, std::string_view whole) {
 }  // namespace
 
 cpu_set::cpu_set(std::initializer_list<int> cpus) {
-  for (int cpu : cpus) insert(cpu);
+  for (int cpu : cpus)
+    insert(cpu);
 }
 
 cpu_set cpu_set::parse(std::string_view text) {
   std::string_view s = text;
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back())))
+    s.remove_suffix(1);
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front())))
+    s.remove_prefix(1);
   cpu_set set;
   while (!s.empty()) {
     const int first = take_cpu(s, text);
@@ -43,7 +46,8 @@ cpu_set cpu_set::parse(std::string_view text) {
       last = take_cpu(s, text);
       if (last < first) bad_cpulist(text, "descending range");
     }
-    for (int cpu = first; cpu <= last; ++cpu) set.insert(cpu);
+    for (int cpu = first; cpu <= last; ++cpu)
+      set.insert(cpu);
     if (s.empty()) break;
     if (s.front() != ',') bad_cpulist(text, "expected ',' or '-'");
     s.remove_prefix(1);
@@ -73,7 +77,8 @@ cpu_set cpu_set::from_native(const cpu_set_t& native) {
 cpu_set_t cpu_set::to_native() const {
   cpu_set_t native;
   CPU_ZERO(&native);
-  for (int cpu : cpus_) CPU_SET(cpu, &native);
+  for (int cpu : cpus_)
+    CPU_SET(cpu, &native);
   return native;
 }
 
@@ -81,7 +86,8 @@ std::string cpu_set::to_string() const {
   std::string out;
   for (std::size_t i = 0; i < cpus_.size();) {
     std::size_t j = i;
-    while (j + 1 < cpus_.size() && cpus_[j + 1] == cpus_[j] + 1) ++j;
+    while (j + 1 < cpus_.size() && cpus_[j + 1] == cpus_[j] + 1)
+      ++j;
     if (!out.empty()) out += ',';
     out += std::to_string(cpus_[i]);
     if (j > i) out += '-' + std::to_string(cpus_[j]);

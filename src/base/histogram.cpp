@@ -27,7 +27,8 @@ histogram& histogram::operator=(const histogram& other) {
 }
 
 void histogram::merge(const histogram& other) noexcept {
-  for (std::size_t i = 0; i < bucket_count; ++i) buckets_[i] += other.buckets_[i];
+  for (std::size_t i = 0; i < bucket_count; ++i)
+    buckets_[i] += other.buckets_[i];
   count_ += other.count_;
   overflow_ += other.overflow_;
   sum_ += other.sum_;

@@ -35,10 +35,14 @@ log_state& state() {
 
 const char* to_string(log_level level) noexcept {
   switch (level) {
-    case log_level::err: return "err";
-    case log_level::warning: return "warning";
-    case log_level::info: return "info";
-    case log_level::debug: return "debug";
+    case log_level::err:
+      return "err";
+    case log_level::warning:
+      return "warning";
+    case log_level::info:
+      return "info";
+    case log_level::debug:
+      return "debug";
   }
   return "?";
 }
@@ -102,7 +106,8 @@ std::vector<std::string> log_capture::lines() const {
 std::size_t log_capture::count(std::string_view needle) const {
   std::lock_guard guard(lock_);
   std::size_t n = 0;
-  for (const std::string& line : lines_) n += line.find(needle) != std::string::npos;
+  for (const std::string& line : lines_)
+    n += line.find(needle) != std::string::npos;
   return n;
 }
 

@@ -19,7 +19,8 @@ std::string schedstat_path(pid_t tid) {
 }
 
 bool take_u64(std::string_view& s, std::uint64_t& out) {
-  while (!s.empty() && s.front() == ' ') s.remove_prefix(1);
+  while (!s.empty() && s.front() == ' ')
+    s.remove_prefix(1);
   const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
   if (ec != std::errc() || end == s.data()) return false;
   s.remove_prefix(static_cast<std::size_t>(end - s.data()));
@@ -34,7 +35,8 @@ std::optional<sched_sample> parse_schedstat(std::string_view text) noexcept {
       !take_u64(text, sample.switches)) {
     return std::nullopt;
   }
-  while (!text.empty() && (text.front() == ' ' || text.front() == '\n')) text.remove_prefix(1);
+  while (!text.empty() && (text.front() == ' ' || text.front() == '\n'))
+    text.remove_prefix(1);
   if (!text.empty()) return std::nullopt;
   return sample;
 }

@@ -15,7 +15,9 @@
 namespace quiesce {
 
 // Not cached: a cached value would be wrong in a child after fork().
-pid_t this_thread_tid() noexcept { return ::gettid(); }
+pid_t this_thread_tid() noexcept {
+  return ::gettid();
+}
 
 void set_this_thread_name(std::string_view name) {
   char buf[16] = {};  // the kernel's TASK_COMM_LEN, with the terminating NUL

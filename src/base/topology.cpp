@@ -33,7 +33,8 @@ std::optional<cpu_set> read_cpulist(const fs::path& file) {
 }
 
 std::string trimmed(std::string s) {
-  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' '))
+    s.pop_back();
   return s;
 }
 
@@ -78,7 +79,8 @@ std::vector<cpu_set> partition(const cpu_set& cpus, const std::map<int, cpu_set>
         if (cpus.contains(other) && !assigned.contains(other)) group.insert(other);
       }
     }
-    for (int member : group) assigned.insert(member);
+    for (int member : group)
+      assigned.insert(member);
     groups.push_back(std::move(group));
   }
   return groups;
@@ -88,11 +90,16 @@ std::vector<cpu_set> partition(const cpu_set& cpus, const std::map<int, cpu_set>
 
 const char* to_string(affinity_scope scope) noexcept {
   switch (scope) {
-    case affinity_scope::cpu: return "cpu";
-    case affinity_scope::smt: return "smt";
-    case affinity_scope::cache: return "cache";
-    case affinity_scope::numa: return "numa";
-    case affinity_scope::system: return "system";
+    case affinity_scope::cpu:
+      return "cpu";
+    case affinity_scope::smt:
+      return "smt";
+    case affinity_scope::cache:
+      return "cache";
+    case affinity_scope::numa:
+      return "numa";
+    case affinity_scope::system:
+      return "system";
   }
   return "?";
 }
@@ -156,7 +163,8 @@ cpu_topology cpu_topology::read(const fs::path& sysfs_root, const cpu_set& allow
 
   // NUMA groups by node number (CPUs assigned to node 0 by fallback join node 0's group).
   std::map<int, cpu_set> by_node;
-  for (int cpu : topo.cpus_) by_node[node_by_cpu.at(cpu)].insert(cpu);
+  for (int cpu : topo.cpus_)
+    by_node[node_by_cpu.at(cpu)].insert(cpu);
   for (const auto& [node, members] : by_node) {
     topo.groups_[static_cast<int>(affinity_scope::numa)].push_back(members);
     topo.node_ids_.push_back(node);

@@ -40,7 +40,9 @@ struct slot {
 
 struct ring {
   ring(std::size_t cap, int tid_, std::string name)
-      : slots(std::make_unique<slot[]>(cap)), capacity(cap), tid(tid_),
+      : slots(std::make_unique<slot[]>(cap)),
+        capacity(cap),
+        tid(tid_),
         thread_name(std::move(name)) {}
 
   void write(const event& e) noexcept {
@@ -85,20 +87,20 @@ struct ring {
     return s.seq.load(std::memory_order_relaxed) == expected;
   }
 
-  const std::unique_ptr<slot[]> slots;  // I (the slots themselves: see slot)
-  const std::size_t capacity;           // I
-  const int tid;                        // I
-  const std::string thread_name;        // I
-  std::atomic<std::uint64_t> head{0};   // A: events ever written; owner stores release
-  std::atomic<bool> exited{false};      // A: set by the owner's thread-exit hook
+  const std::unique_ptr<slot[]> slots;           // I (the slots themselves: see slot)
+  const std::size_t capacity;                    // I
+  const int tid;                                 // I
+  const std::string thread_name;                 // I
+  std::atomic<std::uint64_t> head{0};            // A: events ever written; owner stores release
+  std::atomic<bool> exited{false};               // A: set by the owner's thread-exit hook
   std::atomic<std::uint64_t> cleared_before{0};  // A: clear() hides events below this index
 };
 
 struct registry {
   std::mutex lock;
-  std::vector<std::shared_ptr<ring>> rings;    // L
-  std::size_t capacity = 16384;                // L
-  std::unordered_set<std::string> interned;    // L (nodes are stable: c_str() outlives us)
+  std::vector<std::shared_ptr<ring>> rings;  // L
+  std::size_t capacity = 16384;              // L
+  std::unordered_set<std::string> interned;  // L (nodes are stable: c_str() outlives us)
 };
 
 registry& reg() {
@@ -135,7 +137,9 @@ void emit_slow(const event& e) noexcept {
 }
 }  // namespace detail
 
-void enable(bool on) noexcept { detail::enabled_flag.store(on, std::memory_order_relaxed); }
+void enable(bool on) noexcept {
+  detail::enabled_flag.store(on, std::memory_order_relaxed);
+}
 
 void set_ring_capacity(std::size_t events) {
   if (events == 0) throw std::invalid_argument("events: ring capacity must be at least 1");
@@ -162,9 +166,8 @@ std::vector<event> snapshot() {
   std::vector<event> events;
   for (const auto& ring : all_rings()) {
     const std::uint64_t head = ring->head.load(std::memory_order_acquire);
-    const std::uint64_t first =
-        std::max(head > ring->capacity ? head - ring->capacity : 0,
-                 ring->cleared_before.load(std::memory_order_acquire));
+    const std::uint64_t first = std::max(head > ring->capacity ? head - ring->capacity : 0,
+                                         ring->cleared_before.load(std::memory_order_acquire));
     event e;
     for (std::uint64_t i = first; i < head; ++i) {
       if (ring->read(i, e)) events.push_back(e);
@@ -193,7 +196,10 @@ std::string chrome_json() {
   const auto pid = static_cast<int>(::getpid());
   nlohmann::json events = nlohmann::json::array();
   for (const auto& ring : all_rings()) {
-    events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", pid}, {"tid", ring->tid},
+    events.push_back({{"name", "thread_name"},
+                      {"ph", "M"},
+                      {"pid", pid},
+                      {"tid", ring->tid},
                       {"args", {{"name", ring->thread_name}}}});
   }
   for (const event& e : snapshot()) {

@@ -79,9 +79,10 @@ int run_report(const report_options& opt) {
     }
     if (!any) {
       results["not_built"].push_back(s.id);
-      md += fmt::format("Ours: not built yet - `quiesce {}` does not exist in this build, so "
-                        "there is nothing to measure.\n\n",
-                        s.experiment);
+      md += fmt::format(
+          "Ours: not built yet - `quiesce {}` does not exist in this build, so "
+          "there is nothing to measure.\n\n",
+          s.experiment);
     }
   }
   const double seconds = static_cast<double>(now_ns() - started) / 1e9;
@@ -95,17 +96,20 @@ int run_report(const report_options& opt) {
   return results["failed"].empty() ? 0 : 1;
 }
 
-const command_registrar report_command{{"report", [](CLI::App& app) {
-  auto* sub = app.add_subcommand(
-      "report", "Run every experiment and write DIR/report.md and DIR/results.json");
-  auto opt = std::make_shared<report_options>();
-  sub->add_option("--out", opt->out, "Directory for report.md and results.json")
-      ->capture_default_str();
-  sub->add_flag("--quick", opt->quick, "Smaller populations: the whole report within a minute");
-  sub->callback([opt] {
-    if (const int rc = run_report(*opt); rc != 0) throw std::runtime_error("an experiment failed");
-  });
-}}};
+const command_registrar report_command{
+    {"report", [](CLI::App& app) {
+       auto* sub = app.add_subcommand(
+           "report", "Run every experiment and write DIR/report.md and DIR/results.json");
+       auto opt = std::make_shared<report_options>();
+       sub->add_option("--out", opt->out, "Directory for report.md and results.json")
+           ->capture_default_str();
+       sub->add_flag("--quick", opt->quick,
+                     "Smaller populations: the whole report within a minute");
+       sub->callback([opt] {
+         if (const int rc = run_report(*opt); rc != 0)
+           throw std::runtime_error("an experiment failed");
+       });
+     }}};
 
 }  // namespace
 }  // namespace quiesce::cli

@@ -62,7 +62,8 @@ nlohmann::json machine_facts() {
   nlohmann::json scopes;
   for (auto scope : {affinity_scope::smt, affinity_scope::cache, affinity_scope::numa}) {
     nlohmann::json groups = nlohmann::json::array();
-    for (const cpu_set& g : topo.groups(scope)) groups.push_back(g.to_string());
+    for (const cpu_set& g : topo.groups(scope))
+      groups.push_back(g.to_string());
     scopes[to_string(scope)] = groups;
   }
   facts["groups"] = scopes;

@@ -14,13 +14,15 @@
 #include "registry.hpp"
 
 int main(int argc, char** argv) {
-  CLI::App app{"quiesce - latency-bounded deferred work: workqueues, RCU and chunked work, "
-               "with the experiments of three kernel latency fixes",
-               "quiesce"};
+  CLI::App app{
+      "quiesce - latency-bounded deferred work: workqueues, RCU and chunked work, "
+      "with the experiments of three kernel latency fixes",
+      "quiesce"};
   app.set_version_flag("--version", std::string("quiesce ") + quiesce::version_string);
   app.require_subcommand(1);
   app.failure_message([](const CLI::App*, const CLI::Error& e) { return std::string(e.what()); });
-  for (const auto& command : quiesce::cli::commands()) command.setup(app);
+  for (const auto& command : quiesce::cli::commands())
+    command.setup(app);
 
   const auto is_command = [&](const std::string& name) {
     for (const auto& c : quiesce::cli::commands()) {

@@ -14,7 +14,8 @@ int main() {
   s.add(3'000'000);
   const std::string line = quiesce::keygcbench_line("unused", s);
   quiesce::histogram h;
-  for (std::uint64_t v = 1; v <= 100; ++v) h.record(v);
+  for (std::uint64_t v = 1; v <= 100; ++v)
+    h.record(v);
   quiesce::log_capture capture;
   quiesce::log(quiesce::log_level::info, "installed");
   const bool ok = line == "unused:   min=1.000 avg=2.000 max=3.000 var=1.000" &&

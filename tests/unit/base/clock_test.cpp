@@ -26,7 +26,8 @@ TEST(Clock, MonotonicAgreesAcrossThreads) {
     std::atomic<std::uint64_t> published{0};
     std::thread writer([&] { published.store(now_ns(), std::memory_order_release); });
     std::uint64_t seen = 0;
-    while ((seen = published.load(std::memory_order_acquire)) == 0) std::this_thread::yield();
+    while ((seen = published.load(std::memory_order_acquire)) == 0)
+      std::this_thread::yield();
     EXPECT_LE(seen, now_ns());
     writer.join();
   }
@@ -36,7 +37,8 @@ TEST(Clock, ThreadCpuTimeAdvancesWithWork) {
   const std::uint64_t start = thread_cpu_ns();
   volatile std::uint64_t x = 0;
   // Spin until the CPU clock moves; bounded so a broken clock fails instead of hanging.
-  for (std::uint64_t i = 0; i < 20'000'000'000ull && thread_cpu_ns() == start; ++i) x = x + i;
+  for (std::uint64_t i = 0; i < 20'000'000'000ull && thread_cpu_ns() == start; ++i)
+    x = x + i;
   EXPECT_GT(thread_cpu_ns(), start);
 }
 

@@ -68,7 +68,8 @@ TEST(Histogram, ClusteredLatenciesKeepTheirTail) {
   std::vector<std::uint64_t> samples;
   histogram h;
   for (int i = 0; i < 100000; ++i) {
-    const auto v = static_cast<std::uint64_t>(i % 500 == 0 ? 4'000'000 + i : std::max(1.0, fast(rng)));
+    const auto v =
+        static_cast<std::uint64_t>(i % 500 == 0 ? 4'000'000 + i : std::max(1.0, fast(rng)));
     samples.push_back(v);
     h.record(v);
   }
@@ -81,7 +82,8 @@ TEST(Histogram, ClusteredLatenciesKeepTheirTail) {
 
 TEST(Histogram, SmallValuesAreExact) {
   histogram h;
-  for (std::uint64_t v = 0; v < 64; ++v) h.record(v);
+  for (std::uint64_t v = 0; v < 64; ++v)
+    h.record(v);
   for (int p = 1; p <= 100; ++p) {
     const auto rank = static_cast<std::uint64_t>(std::ceil(p / 100.0 * 64));
     EXPECT_EQ(h.percentile(p), rank - 1);
@@ -113,7 +115,8 @@ TEST(Histogram, MergeEqualsRecordingEverythingInOne) {
   EXPECT_EQ(a.min(), all.min());
   EXPECT_EQ(a.max(), all.max());
   EXPECT_DOUBLE_EQ(a.mean(), all.mean());
-  for (std::size_t i = 0; i < histogram::bucket_count; ++i) ASSERT_EQ(a.bucket(i), all.bucket(i));
+  for (std::size_t i = 0; i < histogram::bucket_count; ++i)
+    ASSERT_EQ(a.bucket(i), all.bucket(i));
 }
 
 TEST(Histogram, OverflowIsCountedAndMaxStaysExact) {

@@ -26,9 +26,8 @@ TEST(Log, CaptureReceivesEachLine) {
 
 TEST(Log, SinkReceivesLevel) {
   std::vector<log_level> levels;
-  log_sink previous = set_log_sink([&](log_level level, std::string_view) {
-    levels.push_back(level);
-  });
+  log_sink previous =
+      set_log_sink([&](log_level level, std::string_view) { levels.push_back(level); });
   log(log_level::info, "a");
   log(log_level::err, "b");
   set_log_sink(std::move(previous));
@@ -61,7 +60,8 @@ TEST(Log, ConcurrentLinesAreAllDeliveredWhole) {
       }
     });
   }
-  for (auto& th : pool) th.join();
+  for (auto& th : pool)
+    th.join();
   const auto lines = capture.lines();
   ASSERT_EQ(lines.size(), static_cast<std::size_t>(threads * per_thread));
   for (int t = 0; t < threads; ++t) {

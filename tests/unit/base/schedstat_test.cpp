@@ -65,7 +65,8 @@ TEST(Schedstat, RunTimeOfTheCallingThreadGrows) {
   std::optional<sched_sample> after;
   volatile std::uint64_t x = 0;
   do {
-    for (int i = 0; i < 1'000'000; ++i) x = x + i;
+    for (int i = 0; i < 1'000'000; ++i)
+      x = x + i;
     std::this_thread::yield();
     after = reader.sample();
     ASSERT_TRUE(after);
@@ -80,9 +81,11 @@ TEST(Schedstat, AnotherThreadIsReadableUntilItExits) {
   std::atomic<bool> release{false};
   std::thread t([&] {
     tid.store(this_thread_tid());
-    while (!release.load()) std::this_thread::yield();
+    while (!release.load())
+      std::this_thread::yield();
   });
-  while (tid.load() == 0) std::this_thread::yield();
+  while (tid.load() == 0)
+    std::this_thread::yield();
   schedstat_reader reader(tid.load());
   ASSERT_TRUE(reader.available());
   EXPECT_TRUE(reader.sample());
@@ -91,7 +94,8 @@ TEST(Schedstat, AnotherThreadIsReadableUntilItExits) {
   // join() returns when the thread clears its tid, a moment before the kernel releases the
   // task: wait (bounded) for the release, after which a sample is ESRCH, reported cleanly.
   const std::uint64_t deadline = now_ns() + 60'000'000'000ull;
-  while (reader.sample() && now_ns() < deadline) std::this_thread::yield();
+  while (reader.sample() && now_ns() < deadline)
+    std::this_thread::yield();
   EXPECT_EQ(reader.sample(), std::nullopt);
 }
 

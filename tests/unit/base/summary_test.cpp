@@ -11,10 +11,12 @@ namespace {
 // Two-pass population variance: the textbook definition Welford must agree with.
 double two_pass_variance(const std::vector<double>& xs) {
   double mean = 0;
-  for (double x : xs) mean += x;
+  for (double x : xs)
+    mean += x;
   mean /= static_cast<double>(xs.size());
   double ss = 0;
-  for (double x : xs) ss += (x - mean) * (x - mean);
+  for (double x : xs)
+    ss += (x - mean) * (x - mean);
   return ss / static_cast<double>(xs.size());
 }
 
@@ -90,7 +92,7 @@ TEST(Summary, KeygcbenchLineInMilliseconds) {
   EXPECT_EQ(keygcbench_line("unused", ns), "unused:   min=1.000 avg=2.000 max=3.000 var=1.000");
   EXPECT_EQ(keygcbench_line("combined", ns), "combined: min=1.000 avg=2.000 max=3.000 var=1.000");
   summary seedlike;
-  seedlike.add(5'000);     // 0.005 ms
+  seedlike.add(5'000);       // 0.005 ms
   seedlike.add(79'591'000);  // 79.591 ms
   EXPECT_EQ(keygcbench_line("x", seedlike, 0), "x:min=0.005 avg=39.798 max=79.591 var=1583.483");
 }

@@ -13,7 +13,8 @@ const std::string fixtures = QUIESCE_TEST_FIXTURES;
 
 std::vector<std::string> strings(const std::vector<cpu_set>& groups) {
   std::vector<std::string> out;
-  for (const auto& g : groups) out.push_back(g.to_string());
+  for (const auto& g : groups)
+    out.push_back(g.to_string());
   return out;
 }
 
@@ -79,7 +80,8 @@ TEST(Topology, EveryUsableCpuIsInExactlyOneGroupOfEachScopeOnThisMachine) {
                      affinity_scope::numa, affinity_scope::system}) {
     for (int cpu : topo.cpus()) {
       int holders = 0;
-      for (const auto& g : topo.groups(scope)) holders += g.contains(cpu);
+      for (const auto& g : topo.groups(scope))
+        holders += g.contains(cpu);
       EXPECT_EQ(holders, 1) << "cpu " << cpu << " scope " << to_string(scope);
     }
   }

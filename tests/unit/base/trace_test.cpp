@@ -70,15 +70,16 @@ TEST(Trace, ChromeJsonParsesAndHoldsTheKernelEventNames) {
   for (const auto& e : j["traceEvents"]) {
     names.insert(e["name"].get<std::string>());
     if (e["ph"] == "M" && e["args"]["name"] == "kworker/0:1") saw_thread_name = true;
-    if (e["name"] == "workqueue_execute_start" && e["args"]["function"] == "key_garbage_collector" &&
-        e["args"]["workqueue"] == "events" && e["args"]["n"] == 42) {
+    if (e["name"] == "workqueue_execute_start" &&
+        e["args"]["function"] == "key_garbage_collector" && e["args"]["workqueue"] == "events" &&
+        e["args"]["n"] == 42) {
       saw_args = true;
     }
     if (e["name"] == "rcu_grace_period_start" && e["ph"] == "X" && e["dur"] == 1.5) saw_dur = true;
   }
-  for (const char* expected : {"workqueue_queue_work", "workqueue_activate_work",
-                               "workqueue_execute_start", "workqueue_execute_end",
-                               "rcu_grace_period_start"}) {
+  for (const char* expected :
+       {"workqueue_queue_work", "workqueue_activate_work", "workqueue_execute_start",
+        "workqueue_execute_end", "rcu_grace_period_start"}) {
     EXPECT_TRUE(names.count(expected)) << expected;
   }
   EXPECT_TRUE(saw_thread_name);
@@ -90,14 +91,16 @@ TEST(Trace, RingKeepsTheNewestEventsOnly) {
   trace::set_ring_capacity(8);
   trace::enable();
   std::thread t([] {  // a new thread gets a ring of the new capacity
-    for (std::uint64_t i = 0; i < 20; ++i) trace::emit(make("e", "overwrite", i));
+    for (std::uint64_t i = 0; i < 20; ++i)
+      trace::emit(make("e", "overwrite", i));
   });
   t.join();
   trace::enable(false);
   trace::set_ring_capacity(16384);
   const auto events = events_of("overwrite");
   ASSERT_EQ(events.size(), 8u);
-  for (std::size_t i = 0; i < events.size(); ++i) EXPECT_EQ(events[i].num_val, 12 + i);
+  for (std::size_t i = 0; i < events.size(); ++i)
+    EXPECT_EQ(events[i].num_val, 12 + i);
 }
 
 TEST(Trace, ClearHidesRecordedEvents) {
@@ -150,7 +153,8 @@ TEST(Trace, ConcurrentExportNeverSeesATornEvent) {
     }
   }
   stop = true;
-  for (auto& t : writers) t.join();
+  for (auto& t : writers)
+    t.join();
   trace::enable(false);
   trace::set_ring_capacity(16384);
   EXPECT_EQ(torn, 0u) << "of " << checked << " events read";
