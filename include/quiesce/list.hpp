@@ -1,0 +1,74 @@
+// quiesce/list.hpp - an intrusive doubly-linked list, the kernel's list_head in C++.
+//
+// A node is embedded in the object it links; linking and unlinking are O(1) and never
+// allocate, so a work item can be queued and cancelled under a lock without touching the
+// heap. The list does not own its elements. Not thread-safe: the lock that protects a list
+// protects the nodes linked into it.
+#pragma once
+
+#include <cstddef>
+
+namespace quiesce {
+
+struct list_node {
+  list_node* prev = nullptr;
+  list_node* next = nullptr;
+  void* owner = nullptr;  // the object this node is embedded in, set when linked
+  bool linked() const noexcept { return next != nullptr; }
+};
+
+// A circular list of T, linked through the member `Node` of T.
+template <typename T, list_node T::*Node>
+class intrusive_list {
+ public:
+  intrusive_list() noexcept { head_.prev = head_.next = &head_; }
+  intrusive_list(const intrusive_list&) = delete;
+  intrusive_list& operator=(const intrusive_list&) = delete;
+
+  bool empty() const noexcept { return head_.next == &head_; }
+  std::size_t size() const noexcept { return size_; }
+
+  T* front() const noexcept { return empty() ? nullptr : owner(head_.next); }
+  T* back() const noexcept { return empty() ? nullptr : owner(head_.prev); }
+  // The element after `item`, or nullptr at the end.
+  T* next(T* item) const noexcept {
+    list_node* n = (item->*Node).next;
+    return n == &head_ ? nullptr : owner(n);
+  }
+
+  void push_back(T* item) noexcept { insert_before(&head_, item); }
+  void push_front(T* item) noexcept { insert_before(head_.next, item); }
+
+  // Unlinks `item`, which must be linked into this list.
+  void erase(T* item) noexcept {
+    list_node& n = item->*Node;
+    n.prev->next = n.next;
+    n.next->prev = n.prev;
+    n.prev = n.next = nullptr;
+    --size_;
+  }
+
+  T* pop_front() noexcept {
+    T* item = front();
+    if (item) erase(item);
+    return item;
+  }
+
+ private:
+  void insert_before(list_node* pos, T* item) noexcept {
+    list_node& n = item->*Node;
+    n.owner = item;
+    n.prev = pos->prev;
+    n.next = pos;
+    pos->prev->next = &n;
+    pos->prev = &n;
+    ++size_;
+  }
+
+  static T* owner(list_node* n) noexcept { return static_cast<T*>(n->owner); }
+
+  list_node head_;
+  std::size_t size_ = 0;
+};
+
+}  // namespace quiesce

@@ -1,0 +1,84 @@
+// quiesce/watchdog.hpp - one thread per process that notices what the kernel's watchdogs
+// notice: workqueue pools that make no progress (lockup), work items that hog a CPU,
+// workers that went to sleep while their pool has work, and (with RCU) grace periods
+// that are too old and synchronize callers that wait too long.
+//
+// Reports use the kernel's wording, go through the log sink (quiesce/log.hpp) and are
+// counted, so programs and tests can assert on them. Thresholds default to the kernel's.
+//
+// The thread starts on first use (when a runtime module registers a check) and stops at
+// process exit. It ticks every `tick` while any runtime module holds it busy (work in
+// flight) and sleeps otherwise, so an idle program pays nothing.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+namespace quiesce {
+
+struct watchdog_config {
+  // How often checks run while something is in flight (the kernel checks at each tick,
+  // HZ=250 here). Checks with smaller thresholds run at least twice per threshold.
+  std::chrono::nanoseconds tick = std::chrono::milliseconds(4);
+  // wq_watchdog_thresh: a pool whose first pending item has not changed for this long is
+  // reported as locked up. 0 disables lockup detection.
+  std::chrono::nanoseconds wq_lockup = std::chrono::seconds(30);
+  // wq_cpu_intensive_thresh_us: a work item that has used this much CPU time in one
+  // execution on a per-CPU pool is marked CPU-intensive (it stops counting for concurrency,
+  // so another worker may start) and reported. 0 disables hog handling.
+  std::chrono::nanoseconds wq_cpu_intensive = std::chrono::milliseconds(10);
+  // Report a hogging function at this many offences, then at every doubling.
+  unsigned wq_cpu_intensive_warning = 4;
+  // Start another worker when the running one is found asleep (state S or D in
+  // /proc/self/task/TID/stat) while its pool has pending work.
+  bool wq_sleep_detection = true;
+};
+
+// Replaces the configuration; takes effect at the next tick. Throws std::invalid_argument
+// naming the field if a duration is negative or tick is zero.
+void set_watchdog_config(const watchdog_config& config);
+watchdog_config get_watchdog_config();
+
+// What the watchdog has found since the process started.
+struct watchdog_counters {
+  std::uint64_t wq_lockups = 0;      // lockup reports printed
+  std::uint64_t wq_cpu_hogs = 0;     // executions marked CPU-intensive
+  std::uint64_t wq_hog_reports = 0;  // "hogged CPU" lines printed
+  std::uint64_t wq_sleepers = 0;     // workers found asleep with work pending
+};
+watchdog_counters get_watchdog_counters();
+
+// ---- For runtime modules (workqueue, RCU): how checks plug into the one thread. ----
+
+// A check runs on the watchdog thread at every tick while the watchdog is busy.
+using watchdog_check = std::function<void(std::uint64_t now_ns, const watchdog_config& config)>;
+
+// Keeps a check registered; unregisters on destruction (after which the check will not
+// run again and is not running).
+class watchdog_registration {
+ public:
+  watchdog_registration() = default;
+  explicit watchdog_registration(std::uint64_t id) : id_(id) {}
+  watchdog_registration(watchdog_registration&& other) noexcept : id_(other.id_) { other.id_ = 0; }
+  watchdog_registration& operator=(watchdog_registration&& other) noexcept;
+  ~watchdog_registration();
+
+ private:
+  std::uint64_t id_ = 0;
+};
+
+// Registers `check`, starting the watchdog thread if needed.
+[[nodiscard]] watchdog_registration watchdog_register(std::string name, watchdog_check check);
+
+// Marks something in flight (the watchdog ticks while any is held) / no longer in flight.
+// Cheap: one atomic add; a futex wake only when the watchdog had gone to sleep.
+void watchdog_hold() noexcept;
+void watchdog_release() noexcept;
+
+// Counter updates for the checks (the counters above).
+void watchdog_count(std::uint64_t watchdog_counters::*counter) noexcept;
+
+}  // namespace quiesce

@@ -1,0 +1,239 @@
+// quiesce/workqueue.hpp - the Linux kernel's concurrency-managed workqueue (cmwq) for
+// user-space C++.
+//
+// A work item is a function plus a pending bit. Queueing it on a workqueue hands it to a
+// worker pool: per-CPU ("bound") pools whose workers are pinned to their CPU and run one
+// item at a time while it keeps running (concurrency management), or unbound pools per
+// affinity scope whose workers start every item at once. Pools are shared by all
+// workqueues with the same attributes, exactly as in the kernel: a work item that hogs a
+// per-CPU pool delays every other bound workqueue's items on that CPU - the lockup of
+// seed 000 - unless the watchdog (quiesce/watchdog.hpp) notices and starts another worker.
+//
+// Semantics (kernel/workqueue.c):
+//  - queue() test-and-sets the pending bit and returns false if it was already set.
+//  - The pending bit is cleared (with a full barrier) before the function runs, so queueing
+//    the item again during its execution runs it once more, after the current run.
+//  - An item never runs on two workers at once: a new instance of a running item goes to
+//    the worker that runs it.
+//  - Per-CPU pools count running workers; another worker starts when the running one
+//    enters a may_block scope, is found hogging the CPU, or is found asleep.
+//
+// Threading: every member function is thread-safe unless stated. Work functions may queue,
+// cancel and flush other items, and queue (not flush or cancel_sync) themselves.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "quiesce/histogram.hpp"
+#include "quiesce/list.hpp"
+#include "quiesce/schedstat.hpp"
+#include "quiesce/topology.hpp"
+
+namespace quiesce {
+
+class work;
+class workqueue;
+
+namespace detail {
+struct pool;
+struct pwq;
+struct worker;
+struct active_domain;
+struct wq_access;
+struct wq_impl;
+}  // namespace detail
+
+// How a workqueue runs its items (the kernel's WQ_* flags and max_active).
+struct wq_options {
+  bool unbound = false;        // WQ_UNBOUND: any CPU of the affinity scope, no concurrency mgmt
+  bool highpri = false;        // WQ_HIGHPRI: separate pools whose workers run at nice -20
+  bool cpu_intensive = false;  // WQ_CPU_INTENSIVE: bound only; items do not count as running
+  bool ordered = false;        // one at a time, strict FIFO (implies unbound, max_active 1)
+  int max_active = 0;          // 0 = default (kernel: 1024), at most 2048
+  affinity_scope scope = affinity_scope::cache;  // unbound only: cpu|smt|cache|numa|system
+};
+
+// A work item. Not copyable or movable (queues link it in place); it must outlive every
+// queueing of it: destroying an item that is pending or running aborts the process with a
+// message naming it, as the kernel's debugobjects would report it.
+//
+// An item is used with one workqueue at a time (queueing it on a second workqueue while
+// it is pending or running on the first is a bug, as in the kernel).
+class work {
+ public:
+  // The item's name (for stats, traces and watchdog reports) is the demangled name of the
+  // function where it can be found (a plain function), else of the callable's type.
+  explicit work(std::function<void(work&)> fn);
+  // An explicit name, e.g. "key_garbage_collector".
+  work(std::string name, std::function<void(work&)> fn);
+  work(const work&) = delete;
+  work& operator=(const work&) = delete;
+  virtual ~work();
+
+  // True while queued (or, for delayed work, while its timer is armed) and not yet started.
+  bool pending() const noexcept;
+  // Waits until the last instance queued before the call has finished running (or was
+  // cancelled). Returns true if it had to wait, false if the item was idle. Must not be
+  // called from the item's own function (it would wait for itself).
+  bool flush();
+  // Dequeues the item if it is pending (also stopping a delayed item's timer). Returns true
+  // if it was pending. Does not wait for a running instance.
+  bool cancel();
+  // cancel(), then waits for a running instance to finish. While it runs, queueing the
+  // item fails (returns false). Returns true if the item was pending.
+  bool cancel_sync();
+
+  const std::string& name() const noexcept { return name_; }
+
+ private:
+  friend struct detail::wq_access;
+
+  std::function<void(work&)> fn_;  // I
+  std::string name_;               // I
+  const char* trace_name_;         // I: interned name for trace events
+
+  // The state below is shared between queuers, workers, the timer and cancellers; each
+  // field names what protects it (L(x) = lock x held; A = atomic).
+  std::atomic<std::uint32_t> flags_{0};  // A: PENDING, CANCELING (see src/wq/work_flags.hpp)
+  std::atomic<std::uint64_t> last_id_{0};     // A: instances ever queued (id of the newest)
+  std::atomic<std::uint64_t> pending_id_{0};  // A: id of the queued instance, 0 if none
+  std::atomic<std::uint64_t> running_id_{0};  // A: id of the running instance, 0 if none
+  std::atomic<detail::pool*> queued_pool_{nullptr};  // A: pool whose list holds the item
+  std::atomic<detail::active_domain*> inactive_in_{nullptr};  // A: domain holding it inactive
+  std::atomic<detail::pool*> last_pool_{nullptr};    // A: pool that last ran it
+  list_node node_;                    // L(queued_pool_ or inactive_in_)
+  void* on_list_ = nullptr;           // L(queued_pool_): the pool list holding it
+  detail::pwq* pwq_ = nullptr;        // L(same): the queue it was queued through
+  detail::worker* current_worker_ = nullptr;  // L(last_pool_): the worker running it
+  int color_ = 0;                     // L(same): flush color at queueing
+  bool active_ = false;               // L(same): counted in its domain's nr_active
+  std::uint64_t queued_ns_ = 0;       // L(same)
+  std::uint64_t activated_ns_ = 0;    // L(same)
+  // Delayed work only: the timer entry. L(timer lock).
+  std::uint64_t timer_deadline_ns_ = 0;
+  std::uint64_t timer_seq_ = 0;       // L(timer): 0 = not armed
+  workqueue* timer_wq_ = nullptr;     // L(timer)
+  int timer_cpu_ = -1;                // L(timer)
+};
+
+// A work item that can be queued after a delay. One timer thread serves the whole process.
+class delayed_work : public work {
+ public:
+  using work::work;
+};
+
+// Counters and latency histograms of one workqueue (all pools it uses).
+struct wq_stats {
+  std::string name;
+  std::uint64_t queued = 0;      // queue() calls that returned true (incl. delayed, on firing)
+  std::uint64_t executed = 0;    // executions finished
+  std::uint64_t cancelled = 0;   // pending instances removed by cancel
+  std::uint64_t exceptions = 0;  // executions that threw
+  std::uint64_t hog_reports = 0; // executions the watchdog marked CPU-intensive
+  std::uint64_t rejected = 0;    // queue() refused while draining
+  int max_active = 0;            // the effective limit (per CPU for bound queues)
+  int peak_active = 0;           // the most items ever active at once in one domain
+  histogram queue_to_start_ns;   // queued -> execution started
+  histogram run_ns;              // execution time (wall clock)
+  // Scheduler view of the workers of the pools this queue uses (summed over workers alive
+  // now): time runnable but waiting for a CPU is run_delay_ns. Zero if schedstat is absent.
+  sched_sample workers;
+};
+
+// What one worker pool looks like now (for tests, reports and watchdog dumps).
+struct pool_info {
+  int id = 0;
+  std::string cpus;       // cpulist
+  int node = 0;
+  bool bound = true;      // a per-CPU pool
+  int nice = 0;
+  unsigned flags = 0;     // the kernel's POOL_* flags (POOL_DISASSOCIATED 0x4 when unbound)
+  int nr_workers = 0;
+  int nr_idle = 0;
+  int nr_running = 0;     // bound pools: workers counted as running
+  std::size_t nr_pending = 0;  // items on the worklist
+};
+
+class workqueue {
+ public:
+  // Throws std::invalid_argument naming the option if options conflict (cpu_intensive with
+  // unbound, max_active outside 0..2048).
+  explicit workqueue(std::string name, wq_options options = {});
+  // Drains (every item queued before, and every item they chain-queue, runs), then
+  // detaches from its pools. Must not be called from one of its own work items.
+  ~workqueue();
+  workqueue(const workqueue&) = delete;
+  workqueue& operator=(const workqueue&) = delete;
+
+  // Queues `w` on the pool of the calling thread's CPU (bound), or of its affinity scope
+  // (unbound). False if `w` was already pending (nothing changes), or if the queue is
+  // draining and the caller is not one of its own items.
+  bool queue(work& w);
+  // Queues on the pool of `cpu` (bound) or of the scope group holding `cpu` (unbound).
+  // Throws std::invalid_argument if `cpu` is not usable by this process.
+  bool queue_on(int cpu, work& w);
+  // Queues after `delay` (0 = now). False if already pending. Negative delays throw.
+  bool queue_delayed(delayed_work& w, std::chrono::nanoseconds delay);
+  bool queue_delayed_on(int cpu, delayed_work& w, std::chrono::nanoseconds delay);
+  // Sets the delay whatever the state: a pending item is taken back (from its timer or
+  // its queue) and queued again after `delay`. Returns true if it was pending.
+  bool mod_delayed(delayed_work& w, std::chrono::nanoseconds delay);
+
+  // Waits until every item queued before the call has finished; items queued after the
+  // call are not waited for. Must not be called from this queue's own items.
+  void flush();
+  // Flushes until the queue is empty. Meanwhile only this queue's own items may queue on
+  // it (chained queueing); other queue() calls return false. Warns through the log sink
+  // ("isn't complete after N tries") at 10 tries, then every 100.
+  void drain();
+
+  wq_stats stats() const;
+  const std::string& name() const noexcept;
+  const wq_options& options() const noexcept;
+
+ private:
+  friend struct detail::wq_access;
+  std::unique_ptr<detail::wq_impl> impl_;
+};
+
+// The system's shared queues (kernel: system_wq, system_highpri_wq, system_unbound_wq,
+// system_long_wq). Created on first use; never destroyed (items may be queued at exit).
+workqueue& system_wq();
+workqueue& system_highpri_wq();
+workqueue& system_unbound_wq();
+workqueue& system_long_wq();
+
+// RAII: the calling work item is about to block (wait on a lock, I/O, a condition). On a
+// per-CPU pool its worker stops counting as running, so another worker may start the
+// pool's pending items - the user-space form of the kernel's scheduler hook. Nesting is
+// allowed. Outside a worker thread it does nothing. Costs one pool lock round trip.
+class may_block {
+ public:
+  may_block() noexcept;
+  ~may_block();
+  may_block(const may_block&) = delete;
+  may_block& operator=(const may_block&) = delete;
+
+ private:
+  detail::worker* worker_;
+};
+
+// The pools that exist now.
+std::vector<pool_info> worker_pools();
+
+// How long an idle worker is kept before it may be culled (kernel: IDLE_WORKER_TIMEOUT,
+// 300 s). Workers are culled only while too many are idle: nr_idle > 2 and
+// (nr_idle - 2) * 4 >= nr_busy. Throws std::invalid_argument if not positive.
+void set_worker_idle_timeout(std::chrono::nanoseconds timeout);
+
+// The work item the calling thread is executing, or nullptr if it is not a worker or is
+// between items.
+work* current_work() noexcept;
+
+}  // namespace quiesce

@@ -1,0 +1,200 @@
+#include "quiesce/watchdog.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <stdexcept>
+#include <thread>
+#include <vector>
+
+#include "quiesce/clock.hpp"
+#include "quiesce/thread.hpp"
+
+namespace quiesce {
+
+namespace {
+
+using namespace std::chrono_literals;
+
+// The watchdog thread and its state. A process-lifetime object, stopped at exit.
+class watchdog {
+ public:
+  ~watchdog() { stop(); }
+
+  std::uint64_t add(std::string name, watchdog_check check) {
+    std::lock_guard guard(lock_);
+    const std::uint64_t id = ++last_id_;
+    checks_.emplace(id, entry{std::move(name), std::move(check)});
+    if (!thread_.joinable() && !stopping_) {
+      thread_ = named_thread("quiesce-wdog", [this] { run(); });
+    }
+    return id;
+  }
+
+  void remove(std::uint64_t id) {
+    std::unique_lock guard(lock_);
+    checks_.erase(id);
+    // A check that is running now finishes before remove() returns.
+    idle_cv_.wait(guard, [&] { return running_check_ != id; });
+  }
+
+  void set_config(const watchdog_config& c) {
+    std::lock_guard guard(lock_);
+    config_ = c;
+  }
+  watchdog_config config() {
+    std::lock_guard guard(lock_);
+    return config_;
+  }
+
+  void hold() noexcept {
+    if (holds_.fetch_add(1, std::memory_order_seq_cst) == 0 &&
+        sleeping_.load(std::memory_order_seq_cst)) {
+      holds_.notify_one();
+    }
+  }
+  void release() noexcept { holds_.fetch_sub(1, std::memory_order_release); }
+
+  std::atomic<std::uint64_t> counters[4] = {};  // A: relaxed; indexed like watchdog_counters
+
+ private:
+  struct entry {
+    std::string name;
+    watchdog_check check;
+  };
+
+  std::chrono::nanoseconds tick_of(const watchdog_config& c) {
+    auto t = c.tick;
+    if (c.wq_cpu_intensive > 0ns) t = std::min(t, c.wq_cpu_intensive / 2);
+    if (c.wq_lockup > 0ns) t = std::min(t, c.wq_lockup / 4);
+    return std::max<std::chrono::nanoseconds>(t, 100us);
+  }
+
+  void run() {
+    std::uint64_t idle_since = 0;  // when holds_ was last seen non-zero
+    std::unique_lock guard(lock_);
+    while (!stopping_) {
+      const watchdog_config cfg = config_;
+      std::vector<std::uint64_t> ids;
+      for (const auto& [id, e] : checks_) ids.push_back(id);
+      for (const std::uint64_t id : ids) {
+        const auto it = checks_.find(id);  // removed while an earlier check ran?
+        if (it == checks_.end()) continue;
+        running_check_ = id;
+        watchdog_check check = it->second.check;  // copy: remove() may erase the entry
+        guard.unlock();
+        check(now_ns(), cfg);
+        guard.lock();
+        running_check_ = 0;
+        idle_cv_.notify_all();
+        if (stopping_) return;
+      }
+      const std::uint64_t now = now_ns();
+      if (holds_.load(std::memory_order_acquire) != 0) idle_since = now;
+      if (now - idle_since > 1'000'000'000u) {
+        // Nothing in flight for a second: sleep until something is (or we are stopped).
+        guard.unlock();
+        sleeping_.store(true, std::memory_order_seq_cst);
+        if (holds_.load(std::memory_order_seq_cst) == 0) holds_.wait(0, std::memory_order_seq_cst);
+        sleeping_.store(false, std::memory_order_seq_cst);
+        guard.lock();
+        idle_since = now_ns();
+        continue;
+      }
+      wake_cv_.wait_for(guard, tick_of(cfg), [&] { return stopping_; });
+    }
+  }
+
+  void stop() {
+    {
+      std::lock_guard guard(lock_);
+      stopping_ = true;
+    }
+    wake_cv_.notify_all();
+    holds_.fetch_add(1);  // wake a sleeping watchdog
+    holds_.notify_one();
+    if (thread_.joinable()) thread_.join();
+  }
+
+  std::mutex lock_;
+  std::condition_variable wake_cv_;           // stop requests
+  std::condition_variable idle_cv_;           // a check finished running
+  std::map<std::uint64_t, entry> checks_;     // L
+  std::uint64_t last_id_ = 0;                 // L
+  std::uint64_t running_check_ = 0;           // L: id of the check running now, 0 if none
+  watchdog_config config_;                    // L
+  bool stopping_ = false;                     // L
+  named_thread thread_;                       // L (started once)
+  std::atomic<std::int64_t> holds_{0};        // A: things in flight; seq_cst with sleeping_
+  std::atomic<bool> sleeping_{false};         // A: the thread waits on holds_
+};
+
+watchdog& the_watchdog() {
+  static watchdog w;
+  return w;
+}
+
+std::size_t counter_index(std::uint64_t watchdog_counters::*counter) {
+  if (counter == &watchdog_counters::wq_lockups) return 0;
+  if (counter == &watchdog_counters::wq_cpu_hogs) return 1;
+  if (counter == &watchdog_counters::wq_hog_reports) return 2;
+  return 3;
+}
+
+}  // namespace
+
+void set_watchdog_config(const watchdog_config& c) {
+  if (c.tick <= std::chrono::nanoseconds::zero()) {
+    throw std::invalid_argument("watchdog_config.tick: must be positive");
+  }
+  if (c.wq_lockup < std::chrono::nanoseconds::zero()) {
+    throw std::invalid_argument("watchdog_config.wq_lockup: must not be negative");
+  }
+  if (c.wq_cpu_intensive < std::chrono::nanoseconds::zero()) {
+    throw std::invalid_argument("watchdog_config.wq_cpu_intensive: must not be negative");
+  }
+  if (c.wq_cpu_intensive_warning == 0) {
+    throw std::invalid_argument("watchdog_config.wq_cpu_intensive_warning: must be at least 1");
+  }
+  the_watchdog().set_config(c);
+}
+
+watchdog_config get_watchdog_config() { return the_watchdog().config(); }
+
+watchdog_counters get_watchdog_counters() {
+  watchdog& w = the_watchdog();
+  watchdog_counters c;
+  c.wq_lockups = w.counters[0].load(std::memory_order_relaxed);
+  c.wq_cpu_hogs = w.counters[1].load(std::memory_order_relaxed);
+  c.wq_hog_reports = w.counters[2].load(std::memory_order_relaxed);
+  c.wq_sleepers = w.counters[3].load(std::memory_order_relaxed);
+  return c;
+}
+
+void watchdog_count(std::uint64_t watchdog_counters::*counter) noexcept {
+  the_watchdog().counters[counter_index(counter)].fetch_add(1, std::memory_order_relaxed);
+}
+
+watchdog_registration watchdog_register(std::string name, watchdog_check check) {
+  return watchdog_registration(the_watchdog().add(std::move(name), std::move(check)));
+}
+
+watchdog_registration& watchdog_registration::operator=(watchdog_registration&& other) noexcept {
+  if (this != &other) {
+    if (id_) the_watchdog().remove(id_);
+    id_ = other.id_;
+    other.id_ = 0;
+  }
+  return *this;
+}
+
+watchdog_registration::~watchdog_registration() {
+  if (id_) the_watchdog().remove(id_);
+}
+
+void watchdog_hold() noexcept { the_watchdog().hold(); }
+void watchdog_release() noexcept { the_watchdog().release(); }
+
+}  // namespace quiesce

@@ -1,0 +1,134 @@
+// The workqueue's checks on the watchdog thread: lockups, CPU hogs, sleeping workers.
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <bit>
+#include <map>
+#include <string_view>
+
+#include "internal.hpp"
+#include "quiesce/clock.hpp"
+#include "quiesce/log.hpp"
+
+namespace quiesce::detail {
+
+namespace {
+
+// The scheduler state letter of a thread (R, S, D, ...) from its kept-open stat file;
+// '?' if unreadable. The comm field may hold spaces and parentheses: the state follows
+// the last ')'.
+char thread_state(int stat_fd) {
+  if (stat_fd < 0) return '?';
+  char buf[512];
+  const ssize_t n = ::pread(stat_fd, buf, sizeof(buf) - 1, 0);
+  if (n <= 0) return '?';
+  const std::string_view text(buf, static_cast<std::size_t>(n));
+  const auto paren = text.rfind(')');
+  if (paren == std::string_view::npos || paren + 2 >= text.size()) return '?';
+  return text[paren + 2];
+}
+
+// Offences per work function name, as the kernel's wci table (at most 128 functions).
+// W: the watchdog thread only.
+std::map<std::string, std::uint64_t>& hog_table() {
+  static std::map<std::string, std::uint64_t> table;
+  return table;
+}
+
+void report_hog(const std::string& name, const watchdog_config& c) {
+  auto& table = hog_table();
+  auto it = table.find(name);
+  if (it == table.end()) {
+    if (table.size() >= 128) return;
+    it = table.emplace(name, 0).first;
+  }
+  const std::uint64_t count = ++it->second;
+  // Report at the warning threshold and at every doubling after it (4th, 8th, 16th ...).
+  if (count >= c.wq_cpu_intensive_warning && count % c.wq_cpu_intensive_warning == 0 &&
+      std::has_single_bit(count / c.wq_cpu_intensive_warning)) {
+    const auto us = std::chrono::duration_cast<std::chrono::microseconds>(c.wq_cpu_intensive);
+    log(log_level::warning,
+        fmt::format("workqueue: {} hogged CPU for >{}us {} times, consider switching to "
+                    "WQ_UNBOUND",
+                    name, us.count(), count));
+    watchdog_count(&watchdog_counters::wq_hog_reports);
+  }
+}
+
+void report_lockup(pool& p, std::uint64_t now, std::uint64_t since) {
+  std::string msg = fmt::format(
+      "BUG: workqueue lockup - pool cpus={} node={} flags=0x{:x} nice={} stuck for {}s!",
+      p.cpus.to_string(), p.node, p.flags(), p.nice, (now - since) / 1'000'000'000u);
+  msg += "\nShowing busy workqueues and worker pools:";
+  msg += fmt::format("\npool {}: cpus={} node={} flags=0x{:x} nice={} workers={} idle={}", p.id,
+                     p.cpus.to_string(), p.node, p.flags(), p.nice, p.nr_workers, p.nr_idle);
+  for (const auto& w : p.workers) {
+    if (!w->current) continue;
+    msg += fmt::format("\n  in-flight: {}:{} [workqueue {}] running for {} ms", w->tid,
+                       w->current->name(), w->current_pwq->wq->name,
+                       (now - w->current_start_ns) / 1'000'000u);
+  }
+  int shown = 0;
+  for (work* item = p.worklist.front(); item && shown < 8; item = p.worklist.next(item), ++shown) {
+    msg += fmt::format("\n  pending: {} [workqueue {}]", item->name(),
+                       wq_access::pwq_of(*item)->wq->name);
+  }
+  if (p.worklist.size() > 8) msg += fmt::format("\n  ... {} more pending", p.worklist.size() - 8);
+  log(log_level::err, msg);
+  watchdog_count(&watchdog_counters::wq_lockups);
+}
+
+void check_pool(pool& p, std::uint64_t now, const watchdog_config& c) {
+  std::lock_guard guard(p.lock);
+  // Lockup: pending work, and the first item has not changed for the threshold.
+  const auto lockup_ns = static_cast<std::uint64_t>(c.wq_lockup.count());
+  if (lockup_ns > 0 && !p.worklist.empty()) {
+    const std::uint64_t since = p.watchdog_ts.load(std::memory_order_relaxed);
+    if (now > since && now - since >= lockup_ns && p.lockup_reported_ts != since) {
+      p.lockup_reported_ts = since;  // once per stall; progress re-arms it
+      report_lockup(p, now, since);
+    }
+  }
+  if (!p.bound()) return;  // no concurrency management on unbound pools
+  const auto hog_ns = static_cast<std::uint64_t>(c.wq_cpu_intensive.count());
+  for (const auto& wp : p.workers) {
+    worker& w = *wp;
+    if (!w.current) continue;
+    // CPU hog: CPU time of this execution since the watchdog first saw it.
+    if (hog_ns > 0 && !w.cpu_intensive) {
+      if (w.wd_seen_seq != w.current_seq) {
+        w.wd_seen_seq = w.current_seq;
+        w.wd_cpu_baseline = thread_cpu_ns(w.cpu_clock);
+      } else if (thread_cpu_ns(w.cpu_clock) - w.wd_cpu_baseline >= hog_ns) {
+        w.cpu_intensive = true;  // stops counting: another worker may start
+        ++w.current_pwq->hogs;
+        watchdog_count(&watchdog_counters::wq_cpu_hogs);
+        update_count_locked(w);
+        report_hog(w.current->name(), c);
+      }
+    }
+    // Asleep while counted, with work waiting: the scheduler hook we do not have.
+    if (c.wq_sleep_detection) {
+      if (w.counted && !p.worklist.empty()) {
+        const char state = thread_state(w.stat_fd);
+        if (state == 'S' || state == 'D') {
+          w.found_asleep = true;
+          watchdog_count(&watchdog_counters::wq_sleepers);
+          update_count_locked(w);
+        }
+      } else if (w.found_asleep && thread_state(w.stat_fd) == 'R') {
+        w.found_asleep = false;
+        update_count_locked(w);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void wq_watchdog_check(const std::vector<pool*>& pools, std::uint64_t now,
+                       const watchdog_config& c) {
+  for (pool* p : pools) check_pool(*p, now, c);
+}
+
+}  // namespace quiesce::detail
