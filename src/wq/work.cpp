@@ -106,7 +106,12 @@ wq_impl* grab_pending(work& item, bool& was_pending) {
 
 using detail::wq_access;
 
-work::work(std::function<void(work&)> fn) : work(detail::callable_name(fn), std::move(fn)) {}
+work::work(std::function<void(work&)> fn)
+    : fn_(std::move(fn)),
+      name_(fn_ ? detail::callable_name(fn_) : std::string()),
+      trace_name_(trace::intern(name_)) {
+  if (!fn_) throw std::invalid_argument("fn: a work item needs a function");
+}
 
 work::work(std::string name, std::function<void(work&)> fn)
     : fn_(std::move(fn)), name_(std::move(name)), trace_name_(trace::intern(name_)) {
@@ -134,7 +139,8 @@ bool work::flush() {
   // A delayed item still on its timer is queued now, as the kernel's flush_delayed_work.
   workqueue* wq = nullptr;
   int cpu = -1;
-  if (detail::timer_cancel(*this, &wq, &cpu)) {
+  const bool was_armed = detail::timer_cancel(*this, &wq, &cpu);
+  if (was_armed) {
     detail::wq_impl& impl = wq_access::impl(*wq);
     detail::queue_work_owned(impl, cpu, *this, /*from_timer=*/true);
     impl.timers_armed.fetch_sub(1, std::memory_order_seq_cst);
@@ -147,7 +153,7 @@ bool work::flush() {
     const std::uint64_t r = running_id_.load(std::memory_order_seq_cst);
     return r == 0 || r > target;
   };
-  if (target == 0 || done()) return false;
+  if (target == 0 || done()) return was_armed;
   detail::wait_for_completion(done);
   return true;
 }

@@ -43,6 +43,17 @@ wq_options normalised(wq_options opt) {
 
 int cpu_count(const cpu_set& s) { return static_cast<int>(s.size()); }
 
+void trace_activate(work& item) {
+  if (!trace::enabled()) return;
+  trace::emit({.ts_ns = now_ns(),
+               .name = trace::workqueue_activate_work,
+               .category = "workqueue",
+               .str_key = "function",
+               .str_val = wq_access::trace_name(item),
+               .num_key = "work",
+               .num_val = reinterpret_cast<std::uintptr_t>(&item)});
+}
+
 }  // namespace
 
 wq_impl::wq_impl(std::string name_, const wq_options& opt_)
@@ -176,6 +187,7 @@ bool queue_work_owned(wq_impl& wq, int cpu, work& item, bool from_timer) {
     ++d.nr_active;
     d.peak_active = std::max(d.peak_active, d.nr_active);
     A::active(item) = true;
+    trace_activate(item);  // the kernel traces immediate activation too
     std::lock_guard pool_guard(q->pool->lock);
     insert_work_locked(*q->pool, item);
   } else {
@@ -202,15 +214,7 @@ void pwq_dec_nr_in_flight(pwq& q, int color, bool active) {
       d.peak_active = std::max(d.peak_active, d.nr_active);
       pool& p = *A::pwq_of(*next)->pool;
       std::lock_guard pool_guard(p.lock);
-      if (trace::enabled()) {
-        trace::emit({.ts_ns = now_ns(),
-                     .name = trace::workqueue_activate_work,
-                     .category = "workqueue",
-                     .str_key = "function",
-                     .str_val = A::trace_name(*next),
-                     .num_key = "work",
-                     .num_val = reinterpret_cast<std::uintptr_t>(next)});
-      }
+      trace_activate(*next);
       insert_work_locked(p, *next);
     }
   }

@@ -1,0 +1,152 @@
+// The watchdog with millisecond thresholds: hog reports, sleep detection and lockups.
+#include "quiesce/watchdog.hpp"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <stdexcept>
+
+#include "quiesce/log.hpp"
+#include "quiesce/topology.hpp"
+#include "quiesce/workqueue.hpp"
+#include "wait.hpp"
+
+namespace quiesce {
+namespace {
+
+using namespace std::chrono_literals;
+using test::eventually;
+using test::gate;
+
+// Sets a configuration for the test's duration.
+class scoped_watchdog_config {
+ public:
+  explicit scoped_watchdog_config(const watchdog_config& c) : saved_(get_watchdog_config()) {
+    set_watchdog_config(c);
+  }
+  ~scoped_watchdog_config() { set_watchdog_config(saved_); }
+
+ private:
+  watchdog_config saved_;
+};
+
+int cpu0() { return system_topology().cpus().first(); }
+
+// Spins on the CPU (never sleeping, never in may_block) until `done` or a deadline.
+void spin_until(const std::atomic<bool>& done) {
+  const std::uint64_t end = now_ns() + 60'000'000'000ull;
+  while (!done.load() && now_ns() < end) {
+  }
+}
+
+TEST(Watchdog, HoggingItemIsReportedAndDoesNotBlockItsPool) {
+  scoped_watchdog_config cfg({.tick = 1ms, .wq_cpu_intensive = 5ms});
+  log_capture capture;
+  workqueue wq("hogs");
+  const auto hogs_before = get_watchdog_counters().wq_cpu_hogs;
+  for (int round = 1; round <= 4; ++round) {
+    std::atomic<bool> second_ran{false};
+    work second("second", [&](work&) { second_ran = true; });
+    // The hog waits for `second`, queued behind it on the same CPU: only the watchdog
+    // marking it CPU-intensive lets the pool start another worker for `second`.
+    work hog("spinner", [&](work&) {
+      EXPECT_TRUE(wq.queue_on(cpu0(), second));
+      spin_until(second_ran);
+    });
+    ASSERT_TRUE(wq.queue_on(cpu0(), hog));
+    hog.flush();
+    EXPECT_TRUE(second_ran.load()) << "round " << round;
+    second.flush();
+  }
+  EXPECT_GE(get_watchdog_counters().wq_cpu_hogs - hogs_before, 4u);
+  EXPECT_EQ(capture.count("workqueue: spinner hogged CPU for >5000us 4 times, consider switching "
+                          "to WQ_UNBOUND"),
+            1u);
+  EXPECT_GE(wq.stats().hog_reports, 4u);
+}
+
+TEST(Watchdog, ItemBlockingWithoutMayBlockDoesNotStallItsPool) {
+  scoped_watchdog_config cfg({.tick = 1ms});
+  workqueue wq("sleeper");
+  gate second_ran;
+  work second("second", [&](work&) { second_ran.open(); });
+  work sleeper("sleeper", [&](work&) {
+    EXPECT_TRUE(wq.queue_on(cpu0(), second));
+    EXPECT_TRUE(second_ran.wait());  // blocks on a condition variable, no may_block
+  });
+  const auto before = get_watchdog_counters().wq_sleepers;
+  ASSERT_TRUE(wq.queue_on(cpu0(), sleeper));
+  wq.flush();
+  second.flush();
+  EXPECT_TRUE(second_ran.is_open());
+  EXPECT_GE(get_watchdog_counters().wq_sleepers - before, 1u);
+}
+
+TEST(Watchdog, SpinningItemWithHogHandlingOffIsALockup) {
+  scoped_watchdog_config cfg({.tick = 1ms, .wq_lockup = 50ms, .wq_cpu_intensive = 0ns});
+  log_capture capture;
+  workqueue wq("lockup");
+  std::atomic<bool> reported{false};
+  std::atomic<bool> victim_ran{false};
+  work victim("victim", [&](work&) { victim_ran = true; });
+  work spinner("key_garbage_collector", [&](work&) {
+    EXPECT_TRUE(wq.queue_on(cpu0(), victim));
+    const std::uint64_t end = now_ns() + 60'000'000'000ull;
+    while (capture.count("BUG: workqueue lockup") == 0 && now_ns() < end) {
+    }
+    EXPECT_FALSE(victim_ran.load());  // stuck behind us: that is the lockup
+  });
+  const auto before = get_watchdog_counters().wq_lockups;
+  ASSERT_TRUE(wq.queue_on(cpu0(), spinner));
+  wq.flush();
+  victim.flush();
+  EXPECT_TRUE(victim_ran.load());
+  const std::string pool = "BUG: workqueue lockup - pool cpus=" + std::to_string(cpu0()) +
+                           " node=0 flags=0x0 nice=0 stuck for ";
+  EXPECT_EQ(capture.count(pool), 1u);
+  EXPECT_EQ(capture.count("in-flight: "), 1u);
+  EXPECT_EQ(capture.count(":key_garbage_collector [workqueue lockup] running for"), 1u);
+  EXPECT_EQ(capture.count("pending: victim [workqueue lockup]"), 1u);
+  EXPECT_EQ(get_watchdog_counters().wq_lockups - before, 1u);
+}
+
+TEST(Watchdog, ConfigIsValidated) {
+  watchdog_config c;
+  c.tick = 0ms;
+  EXPECT_THROW(set_watchdog_config(c), std::invalid_argument);
+  c = {};
+  c.wq_lockup = -1ms;
+  EXPECT_THROW(set_watchdog_config(c), std::invalid_argument);
+  c = {};
+  c.wq_cpu_intensive_warning = 0;
+  EXPECT_THROW(set_watchdog_config(c), std::invalid_argument);
+  EXPECT_EQ(get_watchdog_config().wq_lockup, 30s);
+  EXPECT_EQ(get_watchdog_config().wq_cpu_intensive, 10ms);
+}
+
+TEST(Watchdog, RegisteredChecksRunUntilUnregistered) {
+  std::atomic<int> runs{0};
+  {
+    watchdog_registration r = watchdog_register("test", [&](std::uint64_t, const watchdog_config&) {
+      ++runs;
+    });
+    watchdog_hold();
+    EXPECT_TRUE(eventually([&] { return runs.load() >= 3; }));
+    watchdog_release();
+  }
+  const int after = runs.load();
+  watchdog_hold();
+  // Another registration proves ticks continue; the removed check must not run again.
+  std::atomic<int> other{0};
+  watchdog_registration r2 = watchdog_register("other", [&](std::uint64_t, const watchdog_config&) {
+    ++other;
+  });
+  EXPECT_TRUE(eventually([&] { return other.load() >= 3; }));
+  watchdog_release();
+  EXPECT_EQ(runs.load(), after);
+}
+
+}  // namespace
+}  // namespace quiesce
