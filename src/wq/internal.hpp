@@ -10,7 +10,8 @@
 //                                    pwq for bound queues, one per NUMA node for unbound
 //   timer         one thread arming delayed work for the whole process
 // Lock order: active_domain::lock -> pool::lock -> timer lock. Never the reverse; code
-// that holds a pool lock and needs a domain lock drops the pool lock first.
+// that holds a pool lock and needs a (separate) domain lock drops the pool lock first.
+// A per-CPU queue's domain shares its pool's lock, so there is only one lock to take.
 #pragma once
 
 #include <sys/types.h>
@@ -74,10 +75,16 @@ struct wq_access {
 
 using work_list = intrusive_list<work, wq_access::node>;
 
+// A per-CPU queue's domain serves one pwq in one pool, so it shares that pool's lock
+// (one lock round trip per queueing and per execution); an unbound queue's domain spans
+// the pools of a NUMA node and has its own lock.
 struct active_domain {
-  explicit active_domain(int max) : max_active(max) {}
-  std::mutex lock;
+  explicit active_domain(int max, std::mutex* pool_lock = nullptr)
+      : max_active(max), lock(pool_lock ? *pool_lock : own_lock), shares_pool_lock(pool_lock) {}
   const int max_active;  // I
+  std::mutex own_lock;
+  std::mutex& lock;               // I: own_lock, or the lock of the one pool it serves
+  const bool shares_pool_lock;    // I
   int nr_active = 0;     // L: items counted active (on a worklist or running)
   int peak_active = 0;   // L: the most nr_active has been
   work_list inactive;    // L: items waiting for nr_active < max_active, FIFO
@@ -181,7 +188,8 @@ struct pool {
 // Pool-level operations (pool.cpp). All `_locked` functions need pool->lock held.
 void kick_pool_locked(pool& p);            // wake or create a worker if need_more_worker()
 void update_count_locked(worker& w);       // sync w.counted with its state, adjust nr_running
-void insert_work_locked(pool& p, work& item);  // append to the worklist (item is active)
+// Appends an active item to the worklist; `now` is its activation time.
+void insert_work_locked(pool& p, work& item, std::uint64_t now);
 worker* this_thread_worker() noexcept;     // the calling worker, or nullptr
 pool& bound_pool(int cpu, bool highpri);
 pool& unbound_pool(const cpu_set& cpus, int node, bool highpri);
@@ -217,8 +225,10 @@ struct wq_impl {
 // a draining queue accepts. Returns false (and releases the pending bit) if rejected.
 bool queue_work_owned(wq_impl& wq, int cpu, work& item, bool from_timer);
 
-// Instance accounting (workqueue.cpp).
+// Instance accounting (workqueue.cpp): an instance of q's ended (ran or was cancelled).
+// The _locked form is for domains that share the pool lock, called with it held.
 void pwq_dec_nr_in_flight(pwq& q, int color, bool active);
+void pwq_dec_nr_in_flight_locked(pwq& q, int color, bool active);
 
 // The watchdog's checks of every pool: lockup, CPU hogs, sleeping workers (wq_watchdog.cpp).
 void wq_watchdog_check(const std::vector<pool*>& pools, std::uint64_t now_ns,
@@ -230,9 +240,9 @@ void timer_arm(work& item, workqueue& wq, int cpu, std::uint64_t deadline_ns);
 bool timer_cancel(work& item, workqueue** wq, int* cpu);
 
 // Takes the pending bit of `item` (kernel: try_to_grab_pending). If the item was pending,
-// it is removed from its timer, worklist or inactive list and its instance accounting is
-// undone; returns the queue it was pending on (nullptr if it was idle, then was_pending
-// is false). Either way the caller owns the pending bit afterwards. (work.cpp)
-wq_impl* grab_pending(work& item, bool& was_pending);
+// it is removed from its timer, worklist or inactive list, its instance accounting is
+// undone and (if `count_cancel`) it is counted as cancelled on its queue; returns whether
+// it was pending. Either way the caller owns the pending bit afterwards. (work.cpp)
+bool grab_pending(work& item, bool count_cancel);
 
 }  // namespace quiesce::detail

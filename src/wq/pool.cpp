@@ -201,8 +201,7 @@ void kick_pool_locked(pool& p) {
   create_worker_locked(p);
 }
 
-void insert_work_locked(pool& p, work& item) {
-  const std::uint64_t now = now_ns();
+void insert_work_locked(pool& p, work& item, std::uint64_t now) {
   if (p.worklist.empty()) p.watchdog_ts.store(now, std::memory_order_relaxed);
   wq_access::activated_ns(item) = now;
   p.worklist.push_back(&item);
@@ -394,9 +393,14 @@ void process_one_work(pool& p, worker& w, work& item, std::unique_lock<std::mute
   wq_access::current_worker(item) = nullptr;
   // Last touch of the item: after this a flusher may return and the owner destroy it.
   wq_access::running_id(item).store(0, std::memory_order_seq_cst);
-  lk.unlock();
-  pwq_dec_nr_in_flight(q, color, active);  // last touch of q (drain may return after it)
-  lk.lock();
+  // Then the instance accounting, the last touch of q (drain may return after it).
+  if (q.domain->shares_pool_lock) {
+    pwq_dec_nr_in_flight_locked(q, color, active);
+  } else {
+    lk.unlock();
+    pwq_dec_nr_in_flight(q, color, active);
+    lk.lock();
+  }
 }
 
 }  // namespace

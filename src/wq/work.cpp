@@ -44,14 +44,16 @@ std::string callable_name(const std::function<void(work&)>& fn) {
 
 }  // namespace
 
-wq_impl* grab_pending(work& item, bool& was_pending) {
+bool grab_pending(work& item, bool count_cancel) {
   using A = wq_access;
+  // Counted before the instance accounting is undone: after that the queue may be gone.
+  auto counted = [count_cancel](wq_impl& wq) {
+    if (count_cancel) wq.cancelled.fetch_add(1, std::memory_order_relaxed);
+    return true;
+  };
   for (;;) {
     const std::uint32_t old = A::flags(item).fetch_or(work_pending, std::memory_order_seq_cst);
-    if (!(old & work_pending)) {
-      was_pending = false;
-      return nullptr;
-    }
+    if (!(old & work_pending)) return false;
     if (old & work_canceling) {
       // Another cancel_sync holds the bit while it waits; wait for it to let go.
       wait_for_completion([&] {
@@ -63,10 +65,10 @@ wq_impl* grab_pending(work& item, bool& was_pending) {
     int cpu = -1;
     if (timer_cancel(item, &timer_wq, &cpu)) {
       wq_impl& wq = A::impl(*timer_wq);
+      counted(wq);
       wq.timers_armed.fetch_sub(1, std::memory_order_seq_cst);
       notify_completion();
-      was_pending = true;
-      return &wq;
+      return true;
     }
     if (pool* p = A::queued_pool(item).load(std::memory_order_seq_cst)) {
       std::unique_lock guard(p->lock);
@@ -77,10 +79,14 @@ wq_impl* grab_pending(work& item, bool& was_pending) {
         pwq* q = A::pwq_of(item);
         const int color = A::color(item);
         const bool active = A::active(item);
-        guard.unlock();
-        pwq_dec_nr_in_flight(*q, color, active);
-        was_pending = true;
-        return q->wq;
+        counted(*q->wq);
+        if (q->domain->shares_pool_lock) {
+          pwq_dec_nr_in_flight_locked(*q, color, active);
+        } else {
+          guard.unlock();
+          pwq_dec_nr_in_flight(*q, color, active);
+        }
+        return true;
       }
     }
     if (active_domain* d = A::inactive_in(item).load(std::memory_order_seq_cst)) {
@@ -90,10 +96,10 @@ wq_impl* grab_pending(work& item, bool& was_pending) {
         A::inactive_in(item).store(nullptr, std::memory_order_seq_cst);
         pwq* q = A::pwq_of(item);
         const int color = A::color(item);
+        counted(*q->wq);
         guard.unlock();
         pwq_dec_nr_in_flight(*q, color, /*active=*/false);
-        was_pending = true;
-        return q->wq;
+        return true;
       }
     }
     // Pending but on no list: in transit between a timer, a queuer and a list. It lands
@@ -159,12 +165,8 @@ bool work::flush() {
 }
 
 bool work::cancel() {
-  bool was_pending = false;
-  detail::wq_impl* wq = detail::grab_pending(*this, was_pending);
-  if (was_pending) {
-    pending_id_.store(0, std::memory_order_seq_cst);
-    if (wq) wq->cancelled.fetch_add(1, std::memory_order_relaxed);
-  }
+  const bool was_pending = detail::grab_pending(*this, /*count_cancel=*/true);
+  if (was_pending) pending_id_.store(0, std::memory_order_seq_cst);
   flags_.fetch_and(~detail::work_pending, std::memory_order_seq_cst);
   detail::notify_completion();
   return was_pending;
@@ -174,14 +176,10 @@ bool work::cancel_sync() {
   if (current_work() == this) {
     throw std::logic_error("work::cancel_sync: " + name_ + " would wait for itself");
   }
-  bool was_pending = false;
-  detail::wq_impl* wq = detail::grab_pending(*this, was_pending);
+  const bool was_pending = detail::grab_pending(*this, /*count_cancel=*/true);
   // Holding the pending bit keeps the item from being queued while we wait.
   flags_.fetch_or(detail::work_canceling, std::memory_order_seq_cst);
-  if (was_pending) {
-    pending_id_.store(0, std::memory_order_seq_cst);
-    if (wq) wq->cancelled.fetch_add(1, std::memory_order_relaxed);
-  }
+  if (was_pending) pending_id_.store(0, std::memory_order_seq_cst);
   detail::wait_for_completion(
       [&] { return running_id_.load(std::memory_order_seq_cst) == 0; });
   flags_.fetch_and(~(detail::work_pending | detail::work_canceling), std::memory_order_seq_cst);

@@ -70,9 +70,9 @@ wq_impl::wq_impl(std::string name_, const wq_options& opt_)
   if (!opt.unbound) {
     // Per-CPU: max_active applies per CPU, so each pwq has its own domain.
     for (int cpu : topo.cpus()) {
-      domains.push_back(std::make_unique<active_domain>(max_active));
-      pwqs.push_back(std::make_unique<pwq>(this, &bound_pool(cpu, opt.highpri),
-                                           domains.back().get()));
+      pool& p = bound_pool(cpu, opt.highpri);
+      domains.push_back(std::make_unique<active_domain>(max_active, &p.lock));
+      pwqs.push_back(std::make_unique<pwq>(this, &p, domains.back().get()));
       pwq_index_of_cpu[static_cast<std::size_t>(cpu)] = static_cast<int>(pwqs.size()) - 1;
     }
     return;
@@ -182,14 +182,19 @@ bool queue_work_owned(wq_impl& wq, int cpu, work& item, bool from_timer) {
                  .num_val = reinterpret_cast<std::uintptr_t>(&item)});
   }
   active_domain& d = *q->domain;
-  std::lock_guard domain_guard(d.lock);
+  std::unique_lock domain_guard(d.lock);  // for a per-CPU queue, this is the pool lock
   if (d.nr_active < d.max_active) {
     ++d.nr_active;
     d.peak_active = std::max(d.peak_active, d.nr_active);
     A::active(item) = true;
     trace_activate(item);  // the kernel traces immediate activation too
-    std::lock_guard pool_guard(q->pool->lock);
-    insert_work_locked(*q->pool, item);
+    // Activated at once: the queueing time is the activation time (one clock read less).
+    if (d.shares_pool_lock) {
+      insert_work_locked(*q->pool, item, A::queued_ns(item));
+    } else {
+      std::lock_guard pool_guard(q->pool->lock);
+      insert_work_locked(*q->pool, item, A::queued_ns(item));
+    }
   } else {
     A::active(item) = false;
     d.inactive.push_back(&item);
@@ -198,27 +203,46 @@ bool queue_work_owned(wq_impl& wq, int cpu, work& item, bool from_timer) {
   return true;
 }
 
-void pwq_dec_nr_in_flight(pwq& q, int color, bool active) {
+namespace {
+
+// Takes one active slot back and activates the oldest inactive items the limit now allows
+// (kernel: pwq_dec_nr_active). d.lock held; pool locks taken as needed unless shared.
+void dec_nr_active_locked(active_domain& d) {
   using A = wq_access;
-  if (active) {
-    active_domain& d = *q.domain;
-    std::lock_guard domain_guard(d.lock);
-    --d.nr_active;
-    // Activate the oldest inactive items while the limit allows (kernel: pwq_activate_*).
-    while (d.nr_active < d.max_active) {
-      work* next = d.inactive.pop_front();
-      if (!next) break;
-      A::inactive_in(*next).store(nullptr, std::memory_order_seq_cst);
-      A::active(*next) = true;
-      ++d.nr_active;
-      d.peak_active = std::max(d.peak_active, d.nr_active);
-      pool& p = *A::pwq_of(*next)->pool;
+  --d.nr_active;
+  while (d.nr_active < d.max_active) {
+    work* next = d.inactive.pop_front();
+    if (!next) break;
+    A::inactive_in(*next).store(nullptr, std::memory_order_seq_cst);
+    A::active(*next) = true;
+    ++d.nr_active;
+    d.peak_active = std::max(d.peak_active, d.nr_active);
+    pool& p = *A::pwq_of(*next)->pool;
+    trace_activate(*next);
+    const std::uint64_t now = now_ns();
+    if (d.shares_pool_lock) {
+      insert_work_locked(p, *next, now);
+    } else {
       std::lock_guard pool_guard(p.lock);
-      trace_activate(*next);
-      insert_work_locked(p, *next);
+      insert_work_locked(p, *next, now);
     }
   }
-  q.in_flight[color].fetch_sub(1, std::memory_order_seq_cst);
+}
+
+}  // namespace
+
+void pwq_dec_nr_in_flight_locked(pwq& q, int color, bool active) {
+  if (active) dec_nr_active_locked(*q.domain);
+  q.in_flight[color].fetch_sub(1, std::memory_order_seq_cst);  // last touch of q
+  notify_completion();
+}
+
+void pwq_dec_nr_in_flight(pwq& q, int color, bool active) {
+  if (active) {
+    std::lock_guard domain_guard(q.domain->lock);
+    dec_nr_active_locked(*q.domain);
+  }
+  q.in_flight[color].fetch_sub(1, std::memory_order_seq_cst);  // last touch of q
   notify_completion();
 }
 
@@ -301,11 +325,7 @@ bool workqueue::queue_delayed_on(int cpu, delayed_work& w, std::chrono::nanoseco
 
 bool workqueue::mod_delayed(delayed_work& w, std::chrono::nanoseconds delay) {
   check_delay(delay);
-  bool was_pending = false;
-  if (detail::wq_impl* from = detail::grab_pending(w, was_pending); from && from != impl_.get()) {
-    // Moving a pending item between queues: it counts as cancelled on the old one.
-    from->cancelled.fetch_add(1, std::memory_order_relaxed);
-  }
+  const bool was_pending = detail::grab_pending(w, /*count_cancel=*/false);
   if (!was_pending) {
     const std::uint64_t id = wq_access::last_id(w).fetch_add(1, std::memory_order_seq_cst) + 1;
     wq_access::pending_id(w).store(id, std::memory_order_seq_cst);

@@ -43,6 +43,8 @@ void run_round(const wq_options& options, int round, std::atomic<int>& overlaps,
     t.item = std::make_unique<delayed_work>("stress", [&t, &overlaps, &destroyed, &after_destroy](work&) {
       if (destroyed.load()) ++after_destroy;
       if (t.inside.fetch_add(1) != 0) ++overlaps;
+      // Stay inside a moment so that a second concurrent run would be caught.
+      for (int i = 0; i < 3; ++i) std::this_thread::yield();
       t.executed.fetch_add(1);
       t.inside.fetch_sub(1);
     });
