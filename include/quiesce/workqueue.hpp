@@ -137,6 +137,8 @@ struct wq_stats {
   std::uint64_t exceptions = 0;  // executions that threw
   std::uint64_t hog_reports = 0; // executions the watchdog marked CPU-intensive
   std::uint64_t rejected = 0;    // queue() refused while draining
+  std::uint64_t flushes = 0;     // flush() calls (incl. drain's) that have begun to wait
+  bool draining = false;         // a drain() (or the destructor) is in progress
   int max_active = 0;            // the effective limit (per CPU for bound queues)
   int peak_active = 0;           // the most items ever active at once in one domain
   histogram queue_to_start_ns;   // queued -> execution started

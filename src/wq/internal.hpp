@@ -213,6 +213,7 @@ struct wq_impl {
   std::atomic<std::uint64_t> queued{0};    // A
   std::atomic<std::uint64_t> cancelled{0}; // A
   std::atomic<std::uint64_t> rejected{0};  // A
+  std::atomic<std::uint64_t> flushes{0};   // A: flushes that flipped their colors
   std::atomic<bool> reject_reported{false};  // A
 
   pwq& pwq_for_cpu(int cpu);

@@ -344,6 +344,7 @@ void workqueue::flush() {
   // the old one to drain (kernel: flush colors). Flushers are serialised, so two colors do.
   std::vector<int> flushing;
   for (auto& q : impl_->pwqs) flushing.push_back(q->color.fetch_xor(1, std::memory_order_seq_cst));
+  impl_->flushes.fetch_add(1, std::memory_order_seq_cst);
   detail::wait_for_completion([&] {
     for (std::size_t i = 0; i < impl_->pwqs.size(); ++i) {
       if (impl_->pwqs[i]->in_flight[flushing[i]].load(std::memory_order_seq_cst) > 0) return false;
@@ -379,6 +380,8 @@ wq_stats workqueue::stats() const {
   s.queued = impl_->queued.load(std::memory_order_relaxed);
   s.cancelled = impl_->cancelled.load(std::memory_order_relaxed);
   s.rejected = impl_->rejected.load(std::memory_order_relaxed);
+  s.flushes = impl_->flushes.load(std::memory_order_seq_cst);
+  s.draining = impl_->draining.load(std::memory_order_seq_cst) > 0;
   s.max_active = impl_->max_active;
   std::set<detail::pool*> pools;
   for (auto& q : impl_->pwqs) {

@@ -278,17 +278,13 @@ TEST(Workqueue, FlushWaitsForEarlierItemsNotLaterOnes) {
   });
   ASSERT_TRUE(wq.queue_on(first_cpu(), a));
   ASSERT_TRUE(a_started.wait());
-  std::atomic<pid_t> flusher_tid{0};
   std::atomic<bool> flushed{false};
   std::thread flusher([&] {
-    flusher_tid = this_thread_tid();
     wq.flush();
     flushed = true;
   });
-  // Once the flusher sleeps it has flipped the flush color: b is "later" work.
-  ASSERT_TRUE(eventually([&] {
-    return flusher_tid.load() != 0 && test::thread_state(flusher_tid.load()) == 'S';
-  }));
+  // Once the flush has begun waiting it has flipped the flush color: b is "later" work.
+  ASSERT_TRUE(eventually([&] { return wq.stats().flushes == 1; }));
   ASSERT_TRUE(wq.queue_on(first_cpu(), b));
   EXPECT_FALSE(flushed.load());
   release_a.open();
@@ -312,15 +308,14 @@ TEST(Workqueue, CancelSyncWaitsForTheRunningInstance) {
   ASSERT_TRUE(wq.queue(item));
   ASSERT_TRUE(started.wait());
   ASSERT_TRUE(wq.queue(item));  // a pending second instance
-  std::atomic<pid_t> tid{0};
   std::atomic<bool> returned{false}, was_pending{false}, finished_at_return{false};
   std::thread canceller([&] {
-    tid = this_thread_tid();
     was_pending = item.cancel_sync();
     finished_at_return = finished.load();
     returned = true;
   });
-  ASSERT_TRUE(eventually([&] { return tid.load() != 0 && test::thread_state(tid.load()) == 'S'; }));
+  // Once the pending instance is counted cancelled, the canceller waits for the running one.
+  ASSERT_TRUE(eventually([&] { return wq.stats().cancelled == 1; }));
   EXPECT_FALSE(returned.load());
   EXPECT_FALSE(wq.queue(item));  // the canceller holds the pending bit meanwhile
   release.open();
@@ -379,12 +374,8 @@ TEST(Workqueue, DrainRefusesQueueingFromOutside) {
   work outsider("outsider", [&](work&) {});
   ASSERT_TRUE(wq.queue(blocker));
   ASSERT_TRUE(started.wait());
-  std::atomic<pid_t> tid{0};
-  std::thread drainer([&] {
-    tid = this_thread_tid();
-    wq.drain();
-  });
-  ASSERT_TRUE(eventually([&] { return tid.load() != 0 && test::thread_state(tid.load()) == 'S'; }));
+  std::thread drainer([&] { wq.drain(); });
+  ASSERT_TRUE(eventually([&] { return wq.stats().draining; }));
   log_capture capture;
   EXPECT_FALSE(wq.queue(outsider));
   EXPECT_FALSE(outsider.pending());
