@@ -206,7 +206,7 @@ void insert_work_locked(pool& p, work& item, std::uint64_t now) {
   wq_access::activated_ns(item) = now;
   p.worklist.push_back(&item);
   wq_access::on_list(item) = &p.worklist;
-  wq_access::queued_pool(item).store(&p, std::memory_order_seq_cst);
+  wq_access::queued_pool(item).store(&p, std::memory_order_release);  // re-checked under lock
   kick_pool_locked(p);
 }
 
@@ -321,7 +321,7 @@ void process_one_work(pool& p, worker& w, work& item, std::unique_lock<std::mute
   // Take the item off whichever list holds it (the worklist or our scheduled list).
   static_cast<work_list*>(wq_access::on_list(item))->erase(&item);
   wq_access::on_list(item) = nullptr;
-  wq_access::queued_pool(item).store(nullptr, std::memory_order_seq_cst);
+  wq_access::queued_pool(item).store(nullptr, std::memory_order_release);
   pwq& q = *wq_access::pwq_of(item);
   const int color = wq_access::color(item);
   const bool active = wq_access::active(item);
@@ -330,7 +330,8 @@ void process_one_work(pool& p, worker& w, work& item, std::unique_lock<std::mute
   p.watchdog_ts.store(start, std::memory_order_relaxed);
 
   wq_access::current_worker(item) = &w;
-  wq_access::last_pool(item).store(&p, std::memory_order_seq_cst);
+  // Published to queuers by the release-acquire chain of the pending bit (cleared below).
+  wq_access::last_pool(item).store(&p, std::memory_order_release);
   w.current = &item;
   w.current_pwq = &q;
   w.current_start_ns = start;
@@ -342,8 +343,10 @@ void process_one_work(pool& p, worker& w, work& item, std::unique_lock<std::mute
 
   // Clear the pending bit before the function runs, so a re-queue runs it once more.
   const std::uint64_t id = wq_access::pending_id(item).load(std::memory_order_seq_cst);
-  wq_access::running_id(item).store(id, std::memory_order_seq_cst);
-  wq_access::pending_id(item).store(0, std::memory_order_seq_cst);
+  // running first, then pending: a flusher that reads pending == 0 (acquire) then sees it
+  // running. No waiter needs waking for a start, so release stores do.
+  wq_access::running_id(item).store(id, std::memory_order_release);
+  wq_access::pending_id(item).store(0, std::memory_order_release);
   wq_access::flags(item).fetch_and(~work_pending, std::memory_order_seq_cst);
 
   if (trace::enabled()) {

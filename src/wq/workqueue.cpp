@@ -157,7 +157,7 @@ bool queue_work_owned(wq_impl& wq, int cpu, work& item, bool from_timer) {
   pwq* q = &wq.pwq_for_cpu(cpu);
   // Non-reentrancy: if the item is running on another pool, the new instance goes there
   // (kernel: __queue_work's last_pool check), so it cannot run on two workers at once.
-  if (pool* last = A::last_pool(item).load(std::memory_order_seq_cst); last && last != q->pool) {
+  if (pool* last = A::last_pool(item).load(std::memory_order_acquire); last && last != q->pool) {
     std::lock_guard guard(last->lock);
     worker* running = A::current_worker(item);
     if (running && running->current == &item) {
@@ -198,7 +198,7 @@ bool queue_work_owned(wq_impl& wq, int cpu, work& item, bool from_timer) {
   } else {
     A::active(item) = false;
     d.inactive.push_back(&item);
-    A::inactive_in(item).store(&d, std::memory_order_seq_cst);
+    A::inactive_in(item).store(&d, std::memory_order_release);  // re-checked under d.lock
   }
   return true;
 }
@@ -213,7 +213,7 @@ void dec_nr_active_locked(active_domain& d) {
   while (d.nr_active < d.max_active) {
     work* next = d.inactive.pop_front();
     if (!next) break;
-    A::inactive_in(*next).store(nullptr, std::memory_order_seq_cst);
+    A::inactive_in(*next).store(nullptr, std::memory_order_release);
     A::active(*next) = true;
     ++d.nr_active;
     d.peak_active = std::max(d.peak_active, d.nr_active);
@@ -276,7 +276,7 @@ bool claim_for_queueing(work& w) {
     return false;
   }
   const std::uint64_t id = wq_access::last_id(w).fetch_add(1, std::memory_order_seq_cst) + 1;
-  wq_access::pending_id(w).store(id, std::memory_order_seq_cst);
+  wq_access::pending_id(w).store(id, std::memory_order_release);
   return true;
 }
 

@@ -91,8 +91,9 @@ void check_pool(pool& p, std::uint64_t now, const watchdog_config& c) {
   }
   if (!p.bound()) return;  // no concurrency management on unbound pools
   const auto hog_ns = static_cast<std::uint64_t>(c.wq_cpu_intensive.count());
-  for (const auto& wp : p.workers) {
-    worker& w = *wp;
+  // By index: update_count_locked() may start a worker, growing p.workers as we go.
+  for (std::size_t i = 0; i < p.workers.size(); ++i) {
+    worker& w = *p.workers[i];
     if (!w.current) continue;
     // CPU hog: CPU time of this execution since the watchdog first saw it.
     if (hog_ns > 0 && !w.cpu_intensive) {

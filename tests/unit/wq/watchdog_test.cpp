@@ -6,7 +6,9 @@
 #include <atomic>
 #include <condition_variable>
 #include <mutex>
+#include <memory>
 #include <stdexcept>
+#include <vector>
 
 #include "quiesce/log.hpp"
 #include "quiesce/topology.hpp"
@@ -82,6 +84,26 @@ TEST(Watchdog, ItemBlockingWithoutMayBlockDoesNotStallItsPool) {
   second.flush();
   EXPECT_TRUE(second_ran.is_open());
   EXPECT_GE(get_watchdog_counters().wq_sleepers - before, 1u);
+}
+
+TEST(Watchdog, EverySleepingWorkerIsReplacedUntilAllItemsRun) {
+  // Eight items on one CPU each block (no may_block) until all eight have started: only
+  // the sleep detection, replacing each sleeper with a new worker, gets there.
+  scoped_watchdog_config cfg({.tick = 1ms});
+  constexpr int n = 8;
+  std::atomic<int> started{0};
+  gate all_started;
+  std::vector<std::unique_ptr<work>> items;
+  for (int i = 0; i < n; ++i) {
+    items.push_back(std::make_unique<work>("sleepy", [&](work&) {
+      if (++started == n) all_started.open();
+      EXPECT_TRUE(all_started.wait());
+    }));
+  }
+  workqueue wq("sleepers");
+  for (auto& w : items) ASSERT_TRUE(wq.queue_on(cpu0(), *w));
+  wq.flush();
+  EXPECT_EQ(started.load(), n);
 }
 
 TEST(Watchdog, SpinningItemWithHogHandlingOffIsALockup) {
