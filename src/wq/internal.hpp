@@ -155,6 +155,13 @@ struct pool {
   const int node;           // I
   const int nice;           // I
   bool bound() const noexcept { return cpu >= 0; }
+  // How many workers may count as running at once: one on a per-CPU pool (the kernel's
+  // concurrency management); on an unbound pool one per CPU of its scope group. The kernel
+  // does not cap unbound pools, but there threads are cheap to switch; here extra runnable
+  // workers only time-share the same CPUs (libdispatch caps its pools the same way). A
+  // worker that blocks (may_block, or found asleep) stops counting, so blocking items
+  // never starve the pool.
+  int max_running() const noexcept { return bound() ? 1 : static_cast<int>(cpus.size()); }
   unsigned flags() const noexcept { return bound() ? 0 : pool_disassociated; }
 
   std::mutex lock;
@@ -164,7 +171,7 @@ struct pool {
   idle_list idle;                              // L: sleeping idle workers, most recent first
   int nr_workers = 0;                          // L
   int nr_idle = 0;                             // L
-  int nr_running = 0;                          // L: bound: busy workers that count
+  int nr_running = 0;                          // L: busy workers that count (see above)
   int nr_waking = 0;                           // L: kicked or created, not yet looking
   int next_worker_id = 0;                      // L
   bool stopping = false;                       // L
@@ -174,10 +181,16 @@ struct pool {
   std::uint64_t lockup_reported_ts = 0;        // W: watchdog_ts when a lockup was reported
 
   // The kernel's policy predicates (all L).
-  // Work is waiting and nobody counts as running it: wake (or create) a worker.
-  bool need_more_worker() const noexcept { return !worklist.empty() && nr_running == 0; }
-  // A worker that finished an item takes the next one only while it alone is running.
-  bool keep_working() const noexcept { return !worklist.empty() && nr_running <= 1; }
+  // Work is waiting and fewer workers than max_running() count as running: wake (or
+  // create) a worker. Per-CPU pools: nobody is running (kernel: nr_running == 0).
+  bool need_more_worker() const noexcept {
+    return !worklist.empty() && nr_running < max_running();
+  }
+  // A worker that finished an item takes the next one while running workers do not
+  // exceed max_running() (per-CPU pools: while it alone runs, kernel: nr_running <= 1).
+  bool keep_working() const noexcept {
+    return !worklist.empty() && nr_running <= max_running();
+  }
   // Idle workers beyond two are culled once they are a quarter of the busy ones.
   bool too_many_workers() const noexcept {
     const int nr_busy = nr_workers - nr_idle;

@@ -167,10 +167,11 @@ void enter_idle_locked(pool& p, worker& w) {
   ++p.nr_idle;
 }
 
-// Whether `w` should count in nr_running: a busy worker of a per-CPU pool that is not
-// CPU-intensive, not inside may_block, and not found asleep.
+// Whether `w` should count in nr_running: a busy worker that is not inside may_block and
+// not found asleep, and (per-CPU pools) not CPU-intensive.
 bool counts_as_running(const worker& w) {
-  return w.pool->bound() && w.busy && !w.cpu_intensive && w.block_depth == 0 && !w.found_asleep;
+  if (w.pool->bound() && w.cpu_intensive) return false;
+  return w.busy && w.block_depth == 0 && !w.found_asleep;
 }
 
 void process_one_work(pool& p, worker& w, work& item, std::unique_lock<std::mutex>& lk);

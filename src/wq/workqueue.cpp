@@ -78,33 +78,41 @@ wq_impl::wq_impl(std::string name_, const wq_options& opt_)
     return;
   }
   // Unbound: max_active is system-wide, split across NUMA nodes by their share of CPUs,
-  // each node at least min(max_active, 8) (kernel: wq_update_node_max_active).
+  // each node at least min(max_active, 8) (kernel: wq_update_node_max_active). A group of
+  // the scope that spans nodes (system scope on a NUMA machine) uses one global domain.
   const int total = cpu_count(topo.cpus());
-  std::vector<active_domain*> node_domain;
-  std::vector<const cpu_set*> node_cpus;
-  for (const cpu_set& node : topo.groups(affinity_scope::numa)) {
-    const int share = (max_active * cpu_count(node) + total - 1) / total;
-    const int node_max = std::max(std::min(max_active, wq_dfl_min_active), share);
-    domains.push_back(std::make_unique<active_domain>(std::min(node_max, max_active)));
-    node_domain.push_back(domains.back().get());
-    node_cpus.push_back(&node);
+  const auto& nodes = topo.groups(affinity_scope::numa);
+  const auto& groups = topo.groups(opt.scope);
+  std::vector<int> domain_of_group;  // node index, or nodes.size() for the global domain
+  for (const cpu_set& group : groups) {
+    int index = static_cast<int>(nodes.size());
+    for (std::size_t n = 0; n < nodes.size(); ++n) {
+      if (group.intersect(nodes[n]) == group) index = static_cast<int>(n);
+    }
+    domain_of_group.push_back(index);
   }
-  active_domain* global = nullptr;  // for groups that span nodes (system scope)
-  for (const cpu_set& group : topo.groups(opt.scope)) {
-    active_domain* domain = nullptr;
-    for (std::size_t n = 0; n < node_cpus.size(); ++n) {
-      if (group.intersect(*node_cpus[n]) == group) domain = node_domain[n];
-    }
-    if (!domain) {
-      if (!global) {
-        domains.push_back(std::make_unique<active_domain>(max_active));
-        global = domains.back().get();
+  std::vector<pool*> group_pool;
+  for (const cpu_set& group : groups) {
+    group_pool.push_back(&unbound_pool(group, topo.node_of(group.first()), opt.highpri));
+  }
+  std::vector<active_domain*> domain_at(nodes.size() + 1, nullptr);
+  for (std::size_t g = 0; g < groups.size(); ++g) {
+    const auto index = static_cast<std::size_t>(domain_of_group[g]);
+    if (!domain_at[index]) {
+      int limit = max_active;
+      if (index < nodes.size()) {
+        const int share = (max_active * cpu_count(nodes[index]) + total - 1) / total;
+        limit = std::min(max_active, std::max(std::min(max_active, wq_dfl_min_active), share));
       }
-      domain = global;
+      // A domain that serves a single pool shares its lock (as per-CPU queues do).
+      const auto users = std::count(domain_of_group.begin(), domain_of_group.end(),
+                                    domain_of_group[g]);
+      domains.push_back(
+          std::make_unique<active_domain>(limit, users == 1 ? &group_pool[g]->lock : nullptr));
+      domain_at[index] = domains.back().get();
     }
-    pool& p = unbound_pool(group, topo.node_of(group.first()), opt.highpri);
-    pwqs.push_back(std::make_unique<pwq>(this, &p, domain));
-    for (int cpu : group) {
+    pwqs.push_back(std::make_unique<pwq>(this, group_pool[g], domain_at[index]));
+    for (int cpu : groups[g]) {
       pwq_index_of_cpu[static_cast<std::size_t>(cpu)] = static_cast<int>(pwqs.size()) - 1;
     }
   }

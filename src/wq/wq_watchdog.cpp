@@ -89,8 +89,8 @@ void check_pool(pool& p, std::uint64_t now, const watchdog_config& c) {
       report_lockup(p, now, since);
     }
   }
-  if (!p.bound()) return;  // no concurrency management on unbound pools
-  const auto hog_ns = static_cast<std::uint64_t>(c.wq_cpu_intensive.count());
+  // CPU-intensive marking is for per-CPU pools only (an unbound item may run long).
+  const auto hog_ns = p.bound() ? static_cast<std::uint64_t>(c.wq_cpu_intensive.count()) : 0;
   // By index: update_count_locked() may start a worker, growing p.workers as we go.
   for (std::size_t i = 0; i < p.workers.size(); ++i) {
     worker& w = *p.workers[i];
