@@ -4,6 +4,8 @@
 //       10,000 posts; between posts the poster sleeps 200 us so the pool is idle again).
 // Peers (Debian packages): oneTBB task_arena with 2 threads, Boost.Asio thread_pool(2),
 // and a plain mutex + condition_variable pool of 2 threads.
+// Each benchmark is repeated (3 or 5 times) and reported as mean / median / stddev: quote
+// the medians, and compare ratios within one run (this machine moves 2-5x between runs).
 // Run: build/release/bin/bench_wq   (./quiesce bench runs it too)
 #include <benchmark/benchmark.h>
 #include <oneapi/tbb/global_control.h>
@@ -104,9 +106,9 @@ void throughput_workqueue(benchmark::State& state, quiesce::wq_options options) 
   }
   state.SetItemsProcessed(state.iterations() * throughput_items);
 }
-BENCHMARK_CAPTURE(throughput_workqueue, bound, quiesce::wq_options{})->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(throughput_workqueue, bound, quiesce::wq_options{})->Unit(benchmark::kMillisecond)->UseRealTime()->Repetitions(3)->ReportAggregatesOnly(true);
 BENCHMARK_CAPTURE(throughput_workqueue, unbound, quiesce::wq_options{.unbound = true})
-    ->Unit(benchmark::kMillisecond)->UseRealTime();
+    ->Unit(benchmark::kMillisecond)->UseRealTime()->Repetitions(3)->ReportAggregatesOnly(true);
 
 void throughput_tbb(benchmark::State& state) {
   tbb::global_control control(tbb::global_control::max_allowed_parallelism, 3);
@@ -124,7 +126,7 @@ void throughput_tbb(benchmark::State& state) {
   }
   state.SetItemsProcessed(state.iterations() * throughput_items);
 }
-BENCHMARK(throughput_tbb)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(throughput_tbb)->Unit(benchmark::kMillisecond)->UseRealTime()->Repetitions(3)->ReportAggregatesOnly(true);
 
 void throughput_asio(benchmark::State& state) {
   boost::asio::thread_pool pool(2);
@@ -139,7 +141,7 @@ void throughput_asio(benchmark::State& state) {
   pool.join();
   state.SetItemsProcessed(state.iterations() * throughput_items);
 }
-BENCHMARK(throughput_asio)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(throughput_asio)->Unit(benchmark::kMillisecond)->UseRealTime()->Repetitions(3)->ReportAggregatesOnly(true);
 
 void throughput_mutex_pool(benchmark::State& state) {
   mutex_pool pool(2);
@@ -153,7 +155,7 @@ void throughput_mutex_pool(benchmark::State& state) {
   }
   state.SetItemsProcessed(state.iterations() * throughput_items);
 }
-BENCHMARK(throughput_mutex_pool)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(throughput_mutex_pool)->Unit(benchmark::kMillisecond)->UseRealTime()->Repetitions(3)->ReportAggregatesOnly(true);
 
 // ---- (b) post-to-start latency to an idle pool ----
 
@@ -186,29 +188,29 @@ void latency_workqueue(benchmark::State& state, quiesce::wq_options options) {
   });
   item.flush();
 }
-BENCHMARK_CAPTURE(latency_workqueue, bound, quiesce::wq_options{})->Iterations(1)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(latency_workqueue, bound, quiesce::wq_options{})->Iterations(1)->Repetitions(5)->ReportAggregatesOnly(true)->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(latency_workqueue, unbound, quiesce::wq_options{.unbound = true})
-    ->Iterations(1)->Unit(benchmark::kMillisecond);
+    ->Iterations(1)->Repetitions(5)->ReportAggregatesOnly(true)->Unit(benchmark::kMillisecond);
 
 void latency_tbb(benchmark::State& state) {
   tbb::global_control control(tbb::global_control::max_allowed_parallelism, 3);
   tbb::task_arena arena(2, 0);
   latency_loop(state, [&](std::function<void()> f) { arena.enqueue(std::move(f)); });
 }
-BENCHMARK(latency_tbb)->Iterations(1)->Unit(benchmark::kMillisecond);
+BENCHMARK(latency_tbb)->Iterations(1)->Repetitions(5)->ReportAggregatesOnly(true)->Unit(benchmark::kMillisecond);
 
 void latency_asio(benchmark::State& state) {
   boost::asio::thread_pool pool(2);
   latency_loop(state, [&](std::function<void()> f) { boost::asio::post(pool, std::move(f)); });
   pool.join();
 }
-BENCHMARK(latency_asio)->Iterations(1)->Unit(benchmark::kMillisecond);
+BENCHMARK(latency_asio)->Iterations(1)->Repetitions(5)->ReportAggregatesOnly(true)->Unit(benchmark::kMillisecond);
 
 void latency_mutex_pool(benchmark::State& state) {
   mutex_pool pool(2);
   latency_loop(state, [&](std::function<void()> f) { pool.post(std::move(f)); });
 }
-BENCHMARK(latency_mutex_pool)->Iterations(1)->Unit(benchmark::kMillisecond);
+BENCHMARK(latency_mutex_pool)->Iterations(1)->Repetitions(5)->ReportAggregatesOnly(true)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 
