@@ -35,6 +35,21 @@ struct watchdog_config {
   // Start another worker when the running one is found asleep (state S or D in
   // /proc/self/task/TID/stat) while its pool has pending work.
   bool wq_sleep_detection = true;
+
+  // RCU stall detection (rcupdate.rcu_cpu_stall_timeout): a grace period of the default or
+  // QSBR domain older than this reports "INFO: rcu detected stalls on threads:" with one
+  // line per holdout. 0 disables.
+  std::chrono::nanoseconds rcu_stall = std::chrono::seconds(21);
+  // The same for the Tasks domain (rcupdate.rcu_task_stall_timeout, 10 minutes).
+  std::chrono::nanoseconds rcu_tasks_stall = std::chrono::minutes(10);
+  // rcu_task_stall_info: a Tasks grace period this old prints "rcu_tasks_wait_gp: rcu_tasks
+  // grace period number N (since boot) is M ms old.", again after `mult` times the previous
+  // interval (10, 40, 130 s ...). 0 disables.
+  std::chrono::nanoseconds rcu_tasks_info = std::chrono::seconds(10);
+  unsigned rcu_tasks_info_mult = 3;
+  // hung_task_timeout_secs: a thread blocked in rcu_synchronize/rcu_barrier this long is
+  // reported once: "INFO: task NAME:TID blocked for more than N seconds." 0 disables.
+  std::chrono::nanoseconds hung_task = std::chrono::seconds(120);
 };
 
 // Replaces the configuration; takes effect at the next tick. Throws std::invalid_argument
@@ -48,6 +63,9 @@ struct watchdog_counters {
   std::uint64_t wq_cpu_hogs = 0;     // executions marked CPU-intensive
   std::uint64_t wq_hog_reports = 0;  // "hogged CPU" lines printed
   std::uint64_t wq_sleepers = 0;     // workers found asleep with work pending
+  std::uint64_t rcu_stall_infos = 0; // "grace period number N ... is M ms old" lines
+  std::uint64_t rcu_stalls = 0;      // "detected stalls on threads" reports
+  std::uint64_t rcu_hung_waiters = 0;  // "blocked for more than N seconds" reports
 };
 watchdog_counters get_watchdog_counters();
 

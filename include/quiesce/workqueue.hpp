@@ -32,6 +32,7 @@
 
 #include "quiesce/histogram.hpp"
 #include "quiesce/list.hpp"
+#include "quiesce/rcu.hpp"
 #include "quiesce/schedstat.hpp"
 #include "quiesce/topology.hpp"
 
@@ -214,7 +215,8 @@ workqueue& system_long_wq();
 // RAII: the calling work item is about to block (wait on a lock, I/O, a condition). On a
 // per-CPU pool its worker stops counting as running, so another worker may start the
 // pool's pending items - the user-space form of the kernel's scheduler hook. Nesting is
-// allowed. Outside a worker thread it does nothing. Costs one pool lock round trip.
+// allowed. On any thread it is also an RCU Tasks quiescent state for its scope (a
+// voluntary block, see rcu_voluntary_block). Costs one pool lock round trip on a worker.
 class may_block {
  public:
   may_block() noexcept;
@@ -223,6 +225,7 @@ class may_block {
   may_block& operator=(const may_block&) = delete;
 
  private:
+  rcu_voluntary_block tasks_qs_;
   detail::worker* worker_;
 };
 

@@ -7,6 +7,8 @@
 #include <mutex>
 #include <stdexcept>
 #include <thread>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "quiesce/clock.hpp"
@@ -57,7 +59,7 @@ class watchdog {
   }
   void release() noexcept { holds_.fetch_sub(1, std::memory_order_release); }
 
-  std::atomic<std::uint64_t> counters[4] = {};  // A: relaxed; indexed like watchdog_counters
+  std::atomic<std::uint64_t> counters[7] = {};  // A: relaxed; indexed like watchdog_counters
 
  private:
   struct entry {
@@ -68,7 +70,10 @@ class watchdog {
   std::chrono::nanoseconds tick_of(const watchdog_config& c) {
     auto t = c.tick;
     if (c.wq_cpu_intensive > 0ns) t = std::min(t, c.wq_cpu_intensive / 2);
-    if (c.wq_lockup > 0ns) t = std::min(t, c.wq_lockup / 4);
+    for (auto threshold : {c.wq_lockup, c.rcu_stall, c.rcu_tasks_stall, c.rcu_tasks_info,
+                           c.hung_task}) {
+      if (threshold > 0ns) t = std::min(t, threshold / 4);
+    }
     return std::max<std::chrono::nanoseconds>(t, 100us);
   }
 
@@ -136,11 +141,18 @@ watchdog& the_watchdog() {
   return w;
 }
 
+// The counters in declaration order; their index is the slot in watchdog::counters.
+constexpr std::uint64_t watchdog_counters::*counter_members[] = {
+    &watchdog_counters::wq_lockups,      &watchdog_counters::wq_cpu_hogs,
+    &watchdog_counters::wq_hog_reports,  &watchdog_counters::wq_sleepers,
+    &watchdog_counters::rcu_stall_infos, &watchdog_counters::rcu_stalls,
+    &watchdog_counters::rcu_hung_waiters};
+
 std::size_t counter_index(std::uint64_t watchdog_counters::*counter) {
-  if (counter == &watchdog_counters::wq_lockups) return 0;
-  if (counter == &watchdog_counters::wq_cpu_hogs) return 1;
-  if (counter == &watchdog_counters::wq_hog_reports) return 2;
-  return 3;
+  for (std::size_t i = 0; i < std::size(counter_members); ++i) {
+    if (counter_members[i] == counter) return i;
+  }
+  return 0;  // unreachable: every member is listed
 }
 
 }  // namespace
@@ -155,6 +167,18 @@ void set_watchdog_config(const watchdog_config& c) {
   if (c.wq_cpu_intensive < std::chrono::nanoseconds::zero()) {
     throw std::invalid_argument("watchdog_config.wq_cpu_intensive: must not be negative");
   }
+  for (auto [value, field] : {std::pair{c.rcu_stall, "rcu_stall"},
+                              std::pair{c.rcu_tasks_stall, "rcu_tasks_stall"},
+                              std::pair{c.rcu_tasks_info, "rcu_tasks_info"},
+                              std::pair{c.hung_task, "hung_task"}}) {
+    if (value < std::chrono::nanoseconds::zero()) {
+      throw std::invalid_argument(std::string("watchdog_config.") + field +
+                                  ": must not be negative");
+    }
+  }
+  if (c.rcu_tasks_info_mult == 0) {
+    throw std::invalid_argument("watchdog_config.rcu_tasks_info_mult: must be at least 1");
+  }
   if (c.wq_cpu_intensive_warning == 0) {
     throw std::invalid_argument("watchdog_config.wq_cpu_intensive_warning: must be at least 1");
   }
@@ -166,10 +190,9 @@ watchdog_config get_watchdog_config() { return the_watchdog().config(); }
 watchdog_counters get_watchdog_counters() {
   watchdog& w = the_watchdog();
   watchdog_counters c;
-  c.wq_lockups = w.counters[0].load(std::memory_order_relaxed);
-  c.wq_cpu_hogs = w.counters[1].load(std::memory_order_relaxed);
-  c.wq_hog_reports = w.counters[2].load(std::memory_order_relaxed);
-  c.wq_sleepers = w.counters[3].load(std::memory_order_relaxed);
+  for (std::size_t i = 0; i < std::size(counter_members); ++i) {
+    c.*counter_members[i] = w.counters[i].load(std::memory_order_relaxed);
+  }
   return c;
 }
 

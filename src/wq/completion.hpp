@@ -10,6 +10,8 @@
 #include <atomic>
 #include <cstdint>
 
+#include "quiesce/rcu.hpp"
+
 namespace quiesce::detail {
 
 extern std::atomic<std::uint32_t> completion_seq;  // A: bumped when waiters exist
@@ -23,8 +25,10 @@ inline void notify_completion() noexcept {
 }
 
 // Blocks until done() is true. done() must read seq_cst atomics (or take locks).
+// Blocking here is voluntary: an RCU Tasks quiescent state for the wait.
 template <typename Pred>
 void wait_for_completion(Pred done) {
+  rcu_voluntary_block blocking;
   completion_waiters.fetch_add(1, std::memory_order_seq_cst);
   for (;;) {
     const std::uint32_t seen = completion_seq.load(std::memory_order_seq_cst);

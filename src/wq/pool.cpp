@@ -256,6 +256,7 @@ void worker_main(worker* self) {
     if (!p.need_more_worker() && w.scheduled.empty()) {
       // Sleep until kicked; cull ourselves if idle too long while too many are idle.
       enter_idle_locked(p, w);
+      rcu_voluntary_block idle_is_quiescent;  // an idle worker holds no Tasks grace period
       for (;;) {
         const auto timeout = std::chrono::nanoseconds(idle_timeout_ns());
         const bool woken =

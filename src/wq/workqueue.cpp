@@ -9,6 +9,7 @@
 #include <stdexcept>
 
 #include "completion.hpp"
+#include "../base/never_destroyed.hpp"
 #include "internal.hpp"
 #include "quiesce/clock.hpp"
 #include "quiesce/log.hpp"
@@ -424,20 +425,9 @@ wq_stats workqueue::stats() const {
 
 namespace {
 
-// The system queues live for the whole process: constructed in place, never destroyed,
+// The system queues live for the whole process: constructed in place and never destroyed,
 // so items queued on them at exit never touch a destroyed queue.
-template <typename T>
-class never_destroyed {
- public:
-  template <typename... Args>
-  explicit never_destroyed(Args&&... args) {
-    new (storage_) T(std::forward<Args>(args)...);
-  }
-  T& get() noexcept { return *std::launder(reinterpret_cast<T*>(storage_)); }
-
- private:
-  alignas(T) unsigned char storage_[sizeof(T)];
-};
+using detail::never_destroyed;
 
 workqueue& make_system(never_destroyed<workqueue>& slot) {
   wq_access::impl(slot.get()).system = true;

@@ -1,0 +1,349 @@
+// quiesce/rcu.hpp - read-copy-update: the C++26 <rcu> API (P2545R4), plus the QSBR and
+// Tasks flavors, callbacks, polling and statistics.
+//
+// The standard names, exactly, in namespace quiesce: rcu_domain, rcu_default_domain(),
+// rcu_synchronize(), rcu_barrier(), rcu_retire(), rcu_obj_base. A program written against
+// them compiles against std:: once a standard library ships <rcu> (change the namespace).
+//
+// Three domains exist; none can be created by users (the standard gives rcu_domain no
+// public constructor):
+//   rcu_default_domain()  readers mark sections with lock()/unlock() (std::scoped_lock
+//                         works): a thread-local word and compiler barriers when
+//                         membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) is available, fences
+//                         otherwise (liburcu's "memb" flavor). Threads register on first use.
+//   rcu_qsbr_domain()     quiescent-state-based: lock()/unlock() cost nothing; a thread that
+//                         reads must be online (rcu_thread_online) and report
+//                         rcu_quiescent_state() outside its read sections, or go offline
+//                         around blocking (liburcu's "qsbr" flavor).
+//   rcu_tasks_domain()    the kernel's RCU Tasks: a registered (online) thread passes a
+//                         quiescent state only voluntarily - cond_resched_tasks_qs(),
+//                         blocking in a quiesce primitive (an idle workqueue worker, a
+//                         may_block scope, a flush, rcu_synchronize itself), or being
+//                         offline. cond_resched() alone reports nothing (seed 003).
+//
+// What the standard leaves open, and what quiesce chose:
+//  - Whether unlock() and rcu_retire() run ready callbacks inline: they never do; every
+//    callback runs on the domain's callback thread, after one grace period per batch.
+//  - Whether rcu_synchronize()/rcu_barrier() may be called inside a read-side section
+//    (undefined there, a deadlock in general): quiesce reports it through the log sink
+//    ("rcu_synchronize() called inside a read-side critical section") and returns at once
+//    without waiting, as liburcu does. (Detected for the default domain, whose sections are
+//    marked; a QSBR/Tasks caller that is online is taken offline for the wait instead.)
+//  - rcu_barrier() waits for callbacks queued before it on that domain, not for a grace
+//    period beyond that (call rcu_synchronize() for that).
+//  - Callbacks still queued at process exit are not run.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "quiesce/histogram.hpp"
+
+namespace quiesce {
+
+class rcu_domain;
+
+namespace detail {
+
+// A queued callback: intrusive, so rcu_obj_base::retire() needs no allocation.
+struct rcu_head {
+  rcu_head() = default;
+  rcu_head(const rcu_head&) noexcept {}  // links are never copied
+  rcu_head& operator=(const rcu_head&) noexcept { return *this; }
+  rcu_head* next = nullptr;            // L: the callback queue
+  void (*func)(rcu_head*) = nullptr;   // runs (and disposes of) the callback
+};
+
+// Queues `head` on the domain's callback thread. Never allocates, never throws.
+void rcu_enqueue(rcu_domain& domain, rcu_head* head) noexcept;
+
+// ---- default domain (memb) read side: inline, as liburcu's urcu/static/urcu-memb.h ----
+inline constexpr std::uint64_t memb_nest_mask = 0xffff;  // low 16 bits: nesting depth
+inline constexpr int memb_snapshot_shift = 16;           // high 48 bits: grace-period number
+
+// This thread's reader word: (grace-period number seen at the outermost lock << 16) |
+// nesting. Written only by its thread (relaxed/release), read by writers (acquire).
+// Constant-initialised and trivially destructible, so access needs no TLS wrapper call.
+struct memb_reader {
+  std::atomic<std::uint64_t> word{0};  // A
+  bool registered = false;             // W: this thread is in the domain's registry
+};
+inline thread_local memb_reader tls_memb;
+
+// Global state of the default domain read by the inline read side.
+struct memb_shared {
+  std::atomic<std::uint64_t> gp_ctr{0};      // A: current grace-period number << 16
+  std::atomic<std::uint32_t> waiting{0};     // A: a writer sleeps waiting for readers
+  std::atomic<bool> membarrier{false};       // A: set once: membarrier is registered
+};
+extern memb_shared memb;
+
+void memb_register_slow() noexcept;
+void memb_wake_writer() noexcept;
+
+// The read side's barrier: with membarrier the writer forces the ordering with an IPI, so
+// a compiler barrier is enough here; otherwise a full fence.
+inline void memb_barrier() noexcept {
+#if defined(__SANITIZE_THREAD__)
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+#else
+  if (memb.membarrier.load(std::memory_order_relaxed)) {
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+  } else {
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+  }
+#endif
+}
+
+inline void memb_lock() noexcept {
+  memb_reader& r = tls_memb;
+  const std::uint64_t w = r.word.load(std::memory_order_relaxed);
+  if (w & memb_nest_mask) {  // nested: just count
+    r.word.store(w + 1, std::memory_order_relaxed);
+    return;
+  }
+  if (!r.registered) [[unlikely]] memb_register_slow();
+  r.word.store(memb.gp_ctr.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  memb_barrier();  // the word is visible before any read of protected data
+}
+
+inline void memb_unlock() noexcept {
+  memb_reader& r = tls_memb;
+  const std::uint64_t w = r.word.load(std::memory_order_relaxed);
+  if ((w & memb_nest_mask) > 1) {
+    r.word.store(w - 1, std::memory_order_relaxed);
+    return;
+  }
+  memb_barrier();  // every read of protected data is done before the word says so
+  r.word.store(w - 1, std::memory_order_release);
+  memb_barrier();
+  if (memb.waiting.load(std::memory_order_relaxed)) [[unlikely]] memb_wake_writer();
+}
+
+// ---- QSBR and Tasks: per-thread quiescent-state counters ----
+// A registered thread's counter: 0 while offline, else the grace-period counter value at
+// its last quiescent state. Written by its thread, read by writers.
+struct qs_reader {
+  std::atomic<std::uint64_t> ctr{0};  // A
+  bool registered = false;            // W
+};
+inline thread_local qs_reader tls_qsbr;
+inline thread_local qs_reader tls_tasks;
+
+struct qs_shared {
+  std::atomic<std::uint64_t> gp_ctr{1};   // A: 1 + grace periods started
+  std::atomic<std::uint32_t> waiting{0};  // A: a writer sleeps waiting for threads
+};
+extern qs_shared qsbr;
+extern qs_shared tasks;
+
+void qs_report_slow(qs_shared& shared, qs_reader& reader) noexcept;
+
+inline void qs_report(qs_shared& shared, qs_reader& reader) noexcept {
+  const std::uint64_t mine = reader.ctr.load(std::memory_order_relaxed);
+  // Offline (0), or nothing started since our last report: nothing to do.
+  if (mine == 0 || mine == shared.gp_ctr.load(std::memory_order_relaxed)) return;
+  qs_report_slow(shared, reader);
+}
+
+struct rcu_access;
+
+}  // namespace detail
+
+// A domain of readers and grace periods. Meets Cpp17Lockable: lock() and unlock() bracket a
+// read-side critical section (nestable). No public constructor, not copyable.
+class rcu_domain {
+ public:
+  rcu_domain(const rcu_domain&) = delete;
+  rcu_domain& operator=(const rcu_domain&) = delete;
+
+  // Enters a read-side critical section. Default domain: a few ns, never blocks; the first
+  // call on a thread registers it (takes a lock once). QSBR and Tasks domains: nothing.
+  void lock() noexcept {
+    if (kind_ == kind::memb) detail::memb_lock();
+  }
+  // Always succeeds (P2545).
+  bool try_lock() noexcept {
+    lock();
+    return true;
+  }
+  // Leaves the read-side critical section entered by the matching lock().
+  void unlock() noexcept {
+    if (kind_ == kind::memb) detail::memb_unlock();
+  }
+
+  // "rcu" (default), "rcu_qsbr" or "rcu_tasks": the name used in stall reports.
+  const char* name() const noexcept;
+
+ private:
+  friend struct detail::rcu_access;
+  enum class kind : unsigned char { memb, qsbr, tasks };
+  constexpr explicit rcu_domain(kind k) noexcept : kind_(k) {}
+  const kind kind_;
+};
+
+// The three domains. Valid for the whole life of the process.
+rcu_domain& rcu_default_domain() noexcept;
+rcu_domain& rcu_qsbr_domain() noexcept;
+rcu_domain& rcu_tasks_domain() noexcept;
+
+// Waits until every read-side critical section (default domain) or every online thread
+// (QSBR, Tasks) that existed when it was called has ended or passed a quiescent state.
+// Concurrent callers share grace periods. Spins briefly, then blocks. Blocks for as long
+// as a holdout holds out (seed 003) - the watchdog reports it. See the header comment for
+// calls from inside a read-side section.
+void rcu_synchronize(rcu_domain& domain = rcu_default_domain()) noexcept;
+
+// Waits until every callback queued (rcu_retire, rcu_call, retire) on `domain` before the
+// call has run.
+void rcu_barrier(rcu_domain& domain = rcu_default_domain()) noexcept;
+
+namespace detail {
+template <typename T, typename D>
+struct retire_node final : rcu_head {
+  retire_node(T* p, D d) : ptr(p), deleter(std::move(d)) { func = &run; }
+  static void run(rcu_head* h) {
+    std::unique_ptr<retire_node> self(static_cast<retire_node*>(h));
+    self->deleter(self->ptr);
+  }
+  T* ptr;
+  D deleter;
+};
+}  // namespace detail
+
+// Schedules deleter(p) after a grace period of `domain`. May throw std::bad_alloc (it
+// allocates one small node); then nothing is scheduled and p is untouched.
+template <typename T, typename D = std::default_delete<T>>
+void rcu_retire(T* p, D deleter = D(), rcu_domain& domain = rcu_default_domain()) {
+  auto node = std::make_unique<detail::retire_node<T, D>>(p, std::move(deleter));
+  detail::rcu_enqueue(domain, node.release());  // the queue owns it from here
+}
+
+// Base of objects that retire themselves: `obj->retire()` schedules the deleter after a
+// grace period without allocating (the queue link lives in the object).
+template <typename T, typename D = std::default_delete<T>>
+class rcu_obj_base : private detail::rcu_head {
+ public:
+  void retire(D deleter = D(), rcu_domain& domain = rcu_default_domain()) noexcept {
+    deleter_ = std::move(deleter);
+    func = &reclaim;
+    detail::rcu_enqueue(domain, this);
+  }
+
+ protected:
+  rcu_obj_base() = default;
+  rcu_obj_base(const rcu_obj_base&) = default;
+  rcu_obj_base(rcu_obj_base&&) = default;
+  rcu_obj_base& operator=(const rcu_obj_base&) = default;
+  rcu_obj_base& operator=(rcu_obj_base&&) = default;
+  ~rcu_obj_base() = default;
+
+ private:
+  static void reclaim(detail::rcu_head* h) {
+    auto* self = static_cast<rcu_obj_base*>(h);
+    D deleter = std::move(self->deleter_);
+    deleter(static_cast<T*>(self));
+  }
+  [[no_unique_address]] D deleter_{};
+};
+
+// ---- Extensions (not in P2545) ----
+
+// QSBR / Tasks: the calling thread now holds grace periods (its reads are protected until
+// its next quiescent state). Registers it on first use. Throws std::invalid_argument for
+// the default domain (its threads register themselves).
+void rcu_thread_online(rcu_domain& domain);
+// ...and no longer does: it must hold no reference to protected data. Use around blocking
+// and before thread exit (a thread that exits online is taken offline automatically).
+void rcu_thread_offline(rcu_domain& domain);
+// Whether the calling thread is online in `domain` (default domain: registered).
+bool rcu_thread_is_online(rcu_domain& domain) noexcept;
+
+// QSBR / Tasks: reports a quiescent state for the calling thread (it holds no reference to
+// protected data now). About 1 ns when no grace period is waiting on it. No effect on the
+// default domain or on an offline thread.
+inline void rcu_quiescent_state(rcu_domain& domain) noexcept;
+
+// Yields the CPU if another thread may want it (a sched_yield at most once per
+// millisecond of calls). Reports no quiescent state to any domain - the bug of seed 003.
+void cond_resched() noexcept;
+// Reports a Tasks quiescent state for the calling thread, then cond_resched() (the kernel's
+// cond_resched_tasks_rcu_qs()).
+void cond_resched_tasks_qs() noexcept;
+
+// RAII: the calling thread blocks voluntarily for the scope (waits on a lock, a condition,
+// I/O). For the Tasks domain that is a quiescent state: an online thread goes offline for
+// the scope and comes back online after. QSBR and default-domain threads are unaffected
+// (they may hold references across a block). quiesce's own blocking primitives (may_block,
+// idle workers, flushes, rcu_synchronize) do this already.
+class rcu_voluntary_block {
+ public:
+  rcu_voluntary_block() noexcept;
+  ~rcu_voluntary_block();
+  rcu_voluntary_block(const rcu_voluntary_block&) = delete;
+  rcu_voluntary_block& operator=(const rcu_voluntary_block&) = delete;
+
+ private:
+  bool was_online_;
+};
+
+// call_rcu: runs fn on the domain's callback thread after a grace period. Throws
+// std::bad_alloc (nothing scheduled) or std::invalid_argument for an empty fn.
+void rcu_call(rcu_domain& domain, std::function<void()> fn);
+
+// Polling (liburcu 0.14's start_poll_synchronize_rcu / poll_state_synchronize_rcu): a cookie
+// taken now names the first grace period that starts after it; rcu_poll_done() says
+// whether that one has completed. rcu_start_poll() also makes sure it will start.
+struct rcu_cookie {
+  std::uint64_t gp = 0;  // the grace period that must complete
+};
+rcu_cookie rcu_get_cookie(rcu_domain& domain) noexcept;
+rcu_cookie rcu_start_poll(rcu_domain& domain);
+bool rcu_poll_done(rcu_domain& domain, rcu_cookie cookie) noexcept;
+
+// Grace-period and callback statistics of a domain.
+struct rcu_stats {
+  std::string domain;
+  std::uint64_t gp_started = 0;     // grace-period sequence numbers
+  std::uint64_t gp_completed = 0;
+  std::uint64_t synchronize_calls = 0;
+  std::uint64_t synchronize_shared = 0;  // calls satisfied by another caller's grace period
+  std::uint64_t callbacks_queued = 0;
+  std::uint64_t callbacks_invoked = 0;
+  std::uint64_t callback_batches = 0;
+  std::uint64_t callback_exceptions = 0;
+  std::uint64_t misuse_reports = 0;  // synchronize/barrier inside a read-side section
+  std::uint64_t stall_infos = 0;     // "grace period number N ... is M ms old"
+  std::uint64_t stalls = 0;          // "detected stalls on threads"
+  std::uint64_t hung_waiters = 0;    // "INFO: task NAME:TID blocked for more than N seconds."
+  int registered_threads = 0;        // threads in the domain's registry now
+  int waiting_threads = 0;           // threads blocked in rcu_synchronize/rcu_barrier now
+  histogram gp_duration_ns;          // grace periods, start to end
+  bool membarrier = false;           // default domain: readers use compiler barriers only
+};
+rcu_stats rcu_domain_stats(rcu_domain& domain);
+
+// ---- inline definitions ----
+
+struct detail::rcu_access {
+  static bool is(const rcu_domain& d, rcu_domain::kind k) noexcept { return d.kind_ == k; }
+  static constexpr rcu_domain make(rcu_domain::kind k) noexcept { return rcu_domain(k); }
+  static constexpr rcu_domain::kind memb = rcu_domain::kind::memb;
+  static constexpr rcu_domain::kind qsbr = rcu_domain::kind::qsbr;
+  static constexpr rcu_domain::kind tasks = rcu_domain::kind::tasks;
+};
+
+inline void rcu_quiescent_state(rcu_domain& domain) noexcept {
+  using A = detail::rcu_access;
+  if (A::is(domain, A::qsbr)) {
+    detail::qs_report(detail::qsbr, detail::tls_qsbr);
+  } else if (A::is(domain, A::tasks)) {
+    detail::qs_report(detail::tasks, detail::tls_tasks);
+  }
+}
+
+}  // namespace quiesce

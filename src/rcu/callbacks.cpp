@@ -1,0 +1,184 @@
+// Callbacks: rcu_retire / rcu_call / retire queue on the domain's callback thread, which
+// takes everything queued, waits one grace period for the batch, then runs it in order.
+#include <fmt/format.h>
+
+#include <optional>
+#include <stdexcept>
+
+#include "internal.hpp"
+#include "quiesce/log.hpp"
+#include "quiesce/thread.hpp"
+
+namespace quiesce::detail {
+
+bool barrier_inside_reader(rcu_state& st);
+
+namespace {
+
+void run_batch(rcu_state& st, rcu_head* newest_first) {
+  // The stack holds the newest first: reverse it so callbacks run in queueing order.
+  rcu_head* fifo = nullptr;
+  while (newest_first) {
+    rcu_head* next = newest_first->next;
+    newest_first->next = fifo;
+    fifo = newest_first;
+    newest_first = next;
+  }
+  synchronize(st);  // one grace period for the whole batch
+  rcu_callbacks& cb = st.callbacks;
+  while (fifo) {
+    rcu_head* next = fifo->next;  // read first: the callback may free its node
+    try {
+      fifo->func(fifo);
+    } catch (const std::exception& e) {
+      cb.exceptions.fetch_add(1, std::memory_order_relaxed);
+      log(log_level::err, fmt::format("{}: an RCU callback threw: {}", st.name, e.what()));
+    } catch (...) {
+      cb.exceptions.fetch_add(1, std::memory_order_relaxed);
+      log(log_level::err, fmt::format("{}: an RCU callback threw", st.name));
+    }
+    cb.invoked.fetch_add(1, std::memory_order_relaxed);
+    fifo = next;
+  }
+  cb.batches.fetch_add(1, std::memory_order_relaxed);
+}
+
+void callback_thread(rcu_state& st) {
+  set_this_thread_name(fmt::format("{}_cb", st.name));
+  rcu_callbacks& cb = st.callbacks;
+  for (;;) {
+    if (rcu_head* batch = cb.head.exchange(nullptr, std::memory_order_acquire)) {
+      run_batch(st, batch);
+      continue;
+    }
+    // Sleep until a callback is queued (Dekker with rcu_enqueue on sleeping/head).
+    const std::uint32_t seen = cb.wake.load(std::memory_order_seq_cst);
+    cb.sleeping.store(true, std::memory_order_seq_cst);
+    if (cb.head.load(std::memory_order_seq_cst) == nullptr) {
+      cb.wake.wait(seen, std::memory_order_seq_cst);
+    }
+    cb.sleeping.store(false, std::memory_order_seq_cst);
+  }
+}
+
+void start_thread(rcu_state& st) noexcept {
+  try {
+    std::call_once(st.callbacks.started, [&st] {
+      st.callbacks.thread = std::thread(callback_thread, std::ref(st));
+      st.callbacks.thread.detach();  // runs for the life of the process (see rcu.hpp)
+    });
+  } catch (const std::exception& e) {
+    log(log_level::err,
+        fmt::format("{}: cannot start the callback thread: {}; callbacks will not run",
+                    st.name, e.what()));
+  }
+}
+
+}  // namespace
+
+void rcu_enqueue(rcu_domain& domain, rcu_head* head) noexcept {
+  rcu_state& st = state_of(domain);
+  rcu_callbacks& cb = st.callbacks;
+  start_thread(st);
+  cb.queued.fetch_add(1, std::memory_order_relaxed);
+  rcu_head* old = cb.head.load(std::memory_order_relaxed);
+  do {
+    head->next = old;
+  } while (!cb.head.compare_exchange_weak(old, head, std::memory_order_seq_cst,
+                                          std::memory_order_relaxed));
+  if (cb.sleeping.load(std::memory_order_seq_cst)) {
+    cb.wake.fetch_add(1, std::memory_order_seq_cst);
+    cb.wake.notify_one();
+  }
+}
+
+}  // namespace quiesce::detail
+
+namespace quiesce {
+
+namespace {
+
+struct function_node final : detail::rcu_head {
+  explicit function_node(std::function<void()> f) : fn(std::move(f)) { func = &run; }
+  static void run(detail::rcu_head* h) {
+    std::unique_ptr<function_node> self(static_cast<function_node*>(h));
+    self->fn();
+  }
+  std::function<void()> fn;
+};
+
+// A node that signals a waiter when the callback thread reaches it.
+struct barrier_node final : detail::rcu_head {
+  barrier_node() { func = &run; }
+  static void run(detail::rcu_head* h) {
+    auto* self = static_cast<barrier_node*>(h);
+    self->done.store(1, std::memory_order_release);
+    self->done.notify_all();
+  }
+  std::atomic<std::uint32_t> done{0};
+};
+
+}  // namespace
+
+void rcu_call(rcu_domain& domain, std::function<void()> fn) {
+  if (!fn) throw std::invalid_argument("fn: rcu_call needs a function");
+  auto node = std::make_unique<function_node>(std::move(fn));
+  detail::rcu_enqueue(domain, node.release());
+}
+
+void rcu_barrier(rcu_domain& domain) noexcept {
+  detail::rcu_state& st = detail::state_of(domain);
+  if (detail::barrier_inside_reader(st)) return;
+  rcu_voluntary_block blocking;
+  std::optional<detail::listed_waiter> listed;
+  try {
+    listed.emplace(st);
+  } catch (...) {  // out of memory for the name: wait unlisted
+  }
+  barrier_node node;
+  detail::rcu_enqueue(domain, &node);
+  while (node.done.load(std::memory_order_acquire) == 0) node.done.wait(0);
+}
+
+rcu_cookie rcu_start_poll(rcu_domain& domain) {
+  const rcu_cookie cookie = rcu_get_cookie(domain);
+  // An empty callback makes the callback thread run a grace period, which is at least
+  // the one the cookie names.
+  rcu_call(domain, [] {});
+  return cookie;
+}
+
+rcu_stats rcu_domain_stats(rcu_domain& domain) {
+  detail::rcu_state& st = detail::state_of(domain);
+  rcu_stats s;
+  s.domain = st.name;
+  s.gp_started = st.gp_started.load(std::memory_order_seq_cst);
+  s.gp_completed = st.gp_completed.load(std::memory_order_seq_cst);
+  s.synchronize_calls = st.sync_calls.load(std::memory_order_relaxed);
+  s.synchronize_shared = st.sync_shared.load(std::memory_order_relaxed);
+  s.callbacks_queued = st.callbacks.queued.load(std::memory_order_relaxed);
+  s.callbacks_invoked = st.callbacks.invoked.load(std::memory_order_relaxed);
+  s.callback_batches = st.callbacks.batches.load(std::memory_order_relaxed);
+  s.callback_exceptions = st.callbacks.exceptions.load(std::memory_order_relaxed);
+  s.misuse_reports = st.misuse.load(std::memory_order_relaxed);
+  s.stall_infos = st.stall_infos.load(std::memory_order_relaxed);
+  s.stalls = st.stalls.load(std::memory_order_relaxed);
+  s.hung_waiters = st.hung.load(std::memory_order_relaxed);
+  {
+    std::lock_guard guard(st.registry_lock);
+    s.registered_threads = static_cast<int>(st.readers.size());
+  }
+  {
+    std::lock_guard guard(st.waiters_lock);
+    s.waiting_threads = static_cast<int>(st.waiters.size());
+  }
+  {
+    std::lock_guard guard(st.stats_lock);
+    s.gp_duration_ns = st.gp_duration_ns;
+  }
+  s.membarrier = st.kind == detail::rcu_kind::memb &&
+                 detail::memb.membarrier.load(std::memory_order_relaxed);
+  return s;
+}
+
+}  // namespace quiesce

@@ -1,0 +1,189 @@
+// Grace periods: rcu_synchronize, shared between concurrent callers, spinning briefly
+// before blocking; and the polling cookies.
+#include <fmt/format.h>
+#include <linux/membarrier.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "internal.hpp"
+#include "quiesce/clock.hpp"
+#include "quiesce/log.hpp"
+#include "quiesce/thread.hpp"
+#include "quiesce/trace.hpp"
+#include "quiesce/watchdog.hpp"
+
+namespace quiesce::detail {
+
+namespace {
+
+// The writer's side of the read-side barrier: with membarrier, every thread of the process
+// executes a full barrier (so readers need only compiler barriers); otherwise a fence.
+void master_barrier(const rcu_state& st) noexcept {
+  if (st.kind == rcu_kind::memb && memb.membarrier.load(std::memory_order_relaxed)) {
+    if (::syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0) return;
+  }
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+}
+
+std::atomic<std::uint32_t>& waiting_of(const rcu_state& st) noexcept {
+  if (st.kind == rcu_kind::memb) return memb.waiting;
+  return st.kind == rcu_kind::qsbr ? qsbr.waiting : tasks.waiting;
+}
+
+// Whether a reader word holds grace period `target` (see rcu.hpp for the encodings).
+bool blocks(rcu_kind kind, std::uint64_t word, std::uint64_t target) noexcept {
+  if (kind == rcu_kind::memb) {
+    return (word & memb_nest_mask) != 0 && (word >> memb_snapshot_shift) < target;
+  }
+  return word != 0 && word < target;
+}
+
+bool any_holdout(rcu_state& st, std::uint64_t target) {
+  std::lock_guard guard(st.registry_lock);
+  for (rcu_reader_entry* r = st.readers.front(); r; r = st.readers.next(r)) {
+    if (blocks(st.kind, r->word->load(std::memory_order_acquire), target)) return true;
+  }
+  return false;
+}
+
+// Waits until no registered thread holds `target`: a short spin, then sleep until a reader
+// leaves its section (or reports, or goes offline, or exits) and wakes us.
+void wait_for_readers(rcu_state& st, std::uint64_t target) {
+#if defined(QUIESCE_RCU_BROKEN_FOR_TESTS)
+  (void)st;
+  (void)target;
+  return;  // deliberately broken: grace periods end at once (tests/stress only)
+#endif
+  std::atomic<std::uint32_t>& waiting = waiting_of(st);
+  for (int spin = 0;; ++spin) {
+    if (!any_holdout(st, target)) return;
+    if (spin < 100) {
+      __builtin_ia32_pause();
+      continue;
+    }
+    waiting.store(1, std::memory_order_seq_cst);
+    master_barrier(st);  // readers that left before now are seen; later ones see `waiting`
+    if (!any_holdout(st, target)) {
+      waiting.store(0, std::memory_order_relaxed);
+      return;
+    }
+    waiting.wait(1, std::memory_order_seq_cst);
+  }
+}
+
+void run_grace_period(rcu_state& st, std::uint64_t n) {
+  const std::uint64_t start = now_ns();
+  st.gp_start_ns.store(start, std::memory_order_relaxed);
+  st.gp_started.store(n, std::memory_order_seq_cst);
+  rcu_watchdog_install();
+  watchdog_hold();  // the stall detector runs while a grace period is in progress
+  if (trace::enabled()) {
+    trace::emit({.ts_ns = start, .name = trace::rcu_grace_period_start, .category = "rcu",
+                 .str_key = "domain", .str_val = st.name, .num_key = "gp", .num_val = n});
+  }
+  master_barrier(st);  // removals before the call are ordered before the scan
+  std::uint64_t target;
+  if (st.kind == rcu_kind::memb) {
+    memb.gp_ctr.store(n << memb_snapshot_shift, std::memory_order_seq_cst);
+    target = n;
+  } else {
+    qs_shared& shared = st.kind == rcu_kind::qsbr ? qsbr : tasks;
+    shared.gp_ctr.store(n + 1, std::memory_order_seq_cst);
+    target = n + 1;
+  }
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  wait_for_readers(st, target);
+  master_barrier(st);  // readers' accesses are done before anything after the call
+  const std::uint64_t end = now_ns();
+  {
+    std::lock_guard guard(st.stats_lock);
+    st.gp_duration_ns.record(end - start);
+  }
+  if (trace::enabled()) {
+    trace::emit({.ts_ns = end, .name = trace::rcu_grace_period_end, .category = "rcu",
+                 .str_key = "domain", .str_val = st.name, .num_key = "gp", .num_val = n});
+  }
+  st.gp_completed.store(n, std::memory_order_seq_cst);
+  watchdog_release();
+}
+
+// A QSBR thread that is online while it waits for a QSBR grace period would wait for
+// itself: it goes offline for the wait (liburcu does the same).
+class offline_for_wait {
+ public:
+  explicit offline_for_wait(rcu_state& st)
+      : domain_(st.kind == rcu_kind::qsbr && rcu_thread_is_online(st.domain) ? &st.domain
+                                                                             : nullptr) {
+    if (domain_) rcu_thread_offline(*domain_);
+  }
+  ~offline_for_wait() {
+    if (domain_) rcu_thread_online(*domain_);
+  }
+
+ private:
+  rcu_domain* domain_;
+};
+
+}  // namespace
+
+void synchronize(rcu_state& st) noexcept {
+  st.sync_calls.fetch_add(1, std::memory_order_relaxed);
+  // Any grace period that starts after this point will do.
+  const std::uint64_t want = st.gp_started.load(std::memory_order_seq_cst) + 1;
+  try {
+    rcu_voluntary_block blocking;  // a Tasks quiescent state while we block
+    offline_for_wait offline(st);
+    listed_waiter listed(st);
+    std::lock_guard guard(st.gp_mutex);
+    if (st.gp_completed.load(std::memory_order_seq_cst) >= want) {
+      st.sync_shared.fetch_add(1, std::memory_order_relaxed);
+      return;
+    }
+    run_grace_period(st, st.gp_completed.load(std::memory_order_relaxed) + 1);
+  } catch (const std::exception& e) {
+    // Only allocation (waiter name) or lock failures can get here.
+    log(log_level::err, fmt::format("{}: rcu_synchronize() failed: {}", st.name, e.what()));
+  }
+}
+
+}  // namespace quiesce::detail
+
+namespace quiesce {
+
+using detail::rcu_state;
+
+namespace {
+
+bool misuse_inside_reader(rcu_state& st, const char* what) {
+  if (st.kind != detail::rcu_kind::memb) return false;
+  if ((detail::tls_memb.word.load(std::memory_order_relaxed) & detail::memb_nest_mask) == 0) {
+    return false;
+  }
+  st.misuse.fetch_add(1, std::memory_order_relaxed);
+  log(log_level::err, fmt::format("{}: {}() called inside a read-side critical section; "
+                                  "returning without waiting",
+                                  st.name, what));
+  return true;
+}
+
+}  // namespace
+
+void rcu_synchronize(rcu_domain& domain) noexcept {
+  rcu_state& st = detail::state_of(domain);
+  if (misuse_inside_reader(st, "rcu_synchronize")) return;
+  detail::synchronize(st);
+}
+
+rcu_cookie rcu_get_cookie(rcu_domain& domain) noexcept {
+  return {detail::state_of(domain).gp_started.load(std::memory_order_seq_cst) + 1};
+}
+
+bool rcu_poll_done(rcu_domain& domain, rcu_cookie cookie) noexcept {
+  return detail::state_of(domain).gp_completed.load(std::memory_order_seq_cst) >= cookie.gp;
+}
+
+namespace detail {
+bool barrier_inside_reader(rcu_state& st) { return misuse_inside_reader(st, "rcu_barrier"); }
+}  // namespace detail
+
+}  // namespace quiesce

@@ -1,0 +1,114 @@
+// The RCU stall detector, run by the watchdog while a grace period is in progress:
+// informational reports of old Tasks grace periods, stall reports naming the holdout
+// threads, and hung waiters - in the kernel's words.
+#include <fmt/format.h>
+
+#include <mutex>
+
+#include "internal.hpp"
+#include "quiesce/clock.hpp"
+#include "quiesce/log.hpp"
+#include "quiesce/watchdog.hpp"
+
+namespace quiesce::detail {
+
+namespace {
+
+std::uint64_t ms(std::uint64_t ns) { return ns / 1'000'000u; }
+
+bool blocks_gp(rcu_kind kind, std::uint64_t word, std::uint64_t gp) {
+  if (kind == rcu_kind::memb) {
+    return (word & memb_nest_mask) != 0 && (word >> memb_snapshot_shift) < gp;
+  }
+  return word != 0 && word < gp + 1;
+}
+
+void report_stall(rcu_state& st, std::uint64_t gp, std::uint64_t now, std::uint64_t start) {
+  std::string msg = fmt::format("INFO: {} detected stalls on threads:", st.name);
+  int holdouts = 0;
+  {
+    std::lock_guard guard(st.registry_lock);
+    for (rcu_reader_entry* r = st.readers.front(); r; r = st.readers.next(r)) {
+      if (!blocks_gp(st.kind, r->word->load(std::memory_order_acquire), gp)) continue;
+      ++holdouts;
+      // A holdout has not passed a quiescent state since this grace period started.
+      msg += fmt::format("\n\t{}:{} holds grace period {}: no quiescent state for more than {} ms",
+                         r->name, r->tid, gp, ms(now - start));
+    }
+  }
+  if (holdouts == 0) msg += "\n\t(no holdout left: the grace period is ending)";
+  msg += fmt::format("\n\t({} grace period {} started {} ms ago)", st.name, gp, ms(now - start));
+  log(log_level::err, msg);
+  st.stalls.fetch_add(1, std::memory_order_relaxed);
+  watchdog_count(&watchdog_counters::rcu_stalls);
+}
+
+void check_domain(rcu_state& st, std::uint64_t now, const watchdog_config& c) {
+  const std::uint64_t started = st.gp_started.load(std::memory_order_seq_cst);
+  const std::uint64_t completed = st.gp_completed.load(std::memory_order_seq_cst);
+  if (started > completed) {
+    const std::uint64_t start = st.gp_start_ns.load(std::memory_order_relaxed);
+    const std::uint64_t age = now > start ? now - start : 0;
+    // Informational (Tasks): at rcu_tasks_info, then after mult times the last interval.
+    const auto info = static_cast<std::uint64_t>(c.rcu_tasks_info.count());
+    if (st.kind == rcu_kind::tasks && info > 0) {
+      if (st.info_gp != started) {
+        st.info_gp = started;
+        st.info_interval_ns = info;
+        st.next_info_ns = start + info;
+      }
+      if (now >= st.next_info_ns) {
+        log(log_level::info,
+            fmt::format("rcu_tasks_wait_gp: {} grace period number {} (since boot) is {} ms old.",
+                        st.name, started, ms(age)));
+        st.stall_infos.fetch_add(1, std::memory_order_relaxed);
+        watchdog_count(&watchdog_counters::rcu_stall_infos);
+        st.info_interval_ns *= c.rcu_tasks_info_mult;
+        st.next_info_ns += st.info_interval_ns;
+      }
+    }
+    const auto stall = static_cast<std::uint64_t>(
+        (st.kind == rcu_kind::tasks ? c.rcu_tasks_stall : c.rcu_stall).count());
+    if (stall > 0 && age >= stall && st.stalled_gp != started) {
+      st.stalled_gp = started;  // once per grace period
+      report_stall(st, started, now, start);
+    }
+  }
+  // Hung waiters: blocked in rcu_synchronize / rcu_barrier for too long, once each.
+  const auto hung = static_cast<std::uint64_t>(c.hung_task.count());
+  if (hung == 0) return;
+  std::lock_guard guard(st.waiters_lock);
+  for (rcu_waiter* w = st.waiters.front(); w; w = st.waiters.next(w)) {
+    if (w->reported || now < w->since_ns || now - w->since_ns < hung) continue;
+    w->reported = true;
+    // Whole seconds as the kernel prints them; sub-second thresholds (tests) keep their ms.
+    const double secs = static_cast<double>(hung) / 1e9;
+    const std::string seconds =
+        hung % 1'000'000'000u == 0 ? fmt::format("{:.0f}", secs) : fmt::format("{:.3f}", secs);
+    log(log_level::err, fmt::format("INFO: task {}:{} blocked for more than {} seconds.\n"
+                                    "\twaiting for a {} grace period ({} ms so far)",
+                                    w->name, w->tid, seconds, st.name, ms(now - w->since_ns)));
+    st.hung.fetch_add(1, std::memory_order_relaxed);
+    watchdog_count(&watchdog_counters::rcu_hung_waiters);
+  }
+}
+
+}  // namespace
+
+void rcu_watchdog_install() noexcept {
+  static std::once_flag once;
+  try {
+    std::call_once(once, [] {
+      static watchdog_registration registration =
+          watchdog_register("rcu", [](std::uint64_t now, const watchdog_config& c) {
+            std::size_t n = 0;
+            rcu_state* const* states = all_states(n);
+            for (std::size_t i = 0; i < n; ++i) check_domain(*states[i], now, c);
+          });
+    });
+  } catch (const std::exception& e) {
+    log(log_level::err, fmt::format("rcu: cannot start the stall detector: {}", e.what()));
+  }
+}
+
+}  // namespace quiesce::detail

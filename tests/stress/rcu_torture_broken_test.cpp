@@ -1,0 +1,23 @@
+// The torture test against a deliberately broken RCU (built with
+// QUIESCE_RCU_BROKEN_FOR_TESTS: grace periods do not wait for readers) must FAIL: proof
+// that the checker can catch the bug it guards against.
+#include <gtest/gtest.h>
+
+#include "rcu_torture.hpp"
+
+namespace quiesce {
+namespace {
+
+void must_fail(rcu_domain& d) {
+  const test::torture_result r =
+      test::rcu_torture(d, /*seconds=*/60, /*readers=*/2, /*stop_on_failure=*/true);
+  std::cout << r.report(d.name()) << "\n";
+  EXPECT_TRUE(r.failed()) << "the torture test did not notice a broken " << d.name();
+}
+
+TEST(RcuTortureBroken, DefaultDomainFailureIsDetected) { must_fail(rcu_default_domain()); }
+TEST(RcuTortureBroken, QsbrDomainFailureIsDetected) { must_fail(rcu_qsbr_domain()); }
+TEST(RcuTortureBroken, TasksDomainFailureIsDetected) { must_fail(rcu_tasks_domain()); }
+
+}  // namespace
+}  // namespace quiesce

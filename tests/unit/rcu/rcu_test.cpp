@@ -1,0 +1,425 @@
+#include "quiesce/rcu.hpp"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <new>
+#include <thread>
+#include <vector>
+
+#include "quiesce/log.hpp"
+#include "quiesce/thread.hpp"
+#include "quiesce/watchdog.hpp"
+#include "quiesce/workqueue.hpp"
+#include "wait.hpp"
+
+namespace quiesce {
+namespace {
+
+using namespace std::chrono_literals;
+using test::eventually;
+using test::gate;
+
+class scoped_watchdog_config {
+ public:
+  explicit scoped_watchdog_config(const watchdog_config& c) : saved_(get_watchdog_config()) {
+    set_watchdog_config(c);
+  }
+  ~scoped_watchdog_config() { set_watchdog_config(saved_); }
+
+ private:
+  watchdog_config saved_;
+};
+
+// Millisecond stall thresholds: a grace period held by a reader is reported quickly, which
+// is how the tests learn - without timing - that a synchronize really is waiting.
+watchdog_config fast_stalls() {
+  watchdog_config c;
+  c.tick = 1ms;
+  c.rcu_stall = 20ms;
+  c.rcu_tasks_stall = 20ms;
+  c.rcu_tasks_info = 5ms;
+  c.hung_task = 30ms;
+  return c;
+}
+
+struct tracked_object {
+  explicit tracked_object(std::atomic<bool>* f) : freed(f) {}
+  ~tracked_object() { freed->store(true); }
+  std::atomic<bool>* freed;
+};
+
+TEST(Rcu, DomainsMeetTheStandardShape) {
+  rcu_domain& d = rcu_default_domain();
+  {
+    std::scoped_lock lock(d);  // Cpp17Lockable
+    EXPECT_TRUE(d.try_lock());
+    d.unlock();
+  }
+  EXPECT_STREQ(d.name(), "rcu");
+  EXPECT_STREQ(rcu_qsbr_domain().name(), "rcu_qsbr");
+  EXPECT_STREQ(rcu_tasks_domain().name(), "rcu_tasks");
+  static_assert(!std::is_copy_constructible_v<rcu_domain>);
+  static_assert(!std::is_default_constructible_v<rcu_domain>);
+  rcu_synchronize();  // default argument
+  rcu_barrier();
+}
+
+TEST(Rcu, SynchronizeWaitsForAPreExistingReader) {
+  scoped_watchdog_config cfg(fast_stalls());
+  log_capture capture;
+  std::atomic<bool> freed{false};
+  auto* obj = new tracked_object(&freed);  // owned by `current` until retired
+  std::atomic<tracked_object*> current{obj};
+  gate entered, release;
+  std::atomic<bool> saw_freed{false};
+  std::thread reader([&] {
+    set_this_thread_name("rcu-reader");
+    std::scoped_lock lock(rcu_default_domain());
+    tracked_object* p = current.load(std::memory_order_acquire);
+    entered.open();
+    release.wait();
+    saw_freed = p->freed->load();  // must still be alive
+  });
+  ASSERT_TRUE(entered.wait());
+  std::atomic<bool> returned{false};
+  std::thread writer([&] {
+    tracked_object* old = current.exchange(nullptr);
+    rcu_synchronize();
+    delete old;
+    returned = true;
+  });
+  // Either the synchronize returned (broken) or the stall detector reports our reader.
+  ASSERT_TRUE(eventually([&] {
+    // (the holdout line follows the header: wait for it, not the header)
+    return returned.load() || capture.count("\trcu-reader:") > 0;
+  }));
+  EXPECT_FALSE(returned.load());
+  EXPECT_EQ(capture.count("INFO: rcu detected stalls on threads:"), 1u);
+  EXPECT_EQ(capture.count("\trcu-reader:"), 1u);  // the holdout, by name and tid
+  release.open();
+  reader.join();
+  writer.join();
+  EXPECT_FALSE(saw_freed.load());
+  EXPECT_TRUE(freed.load());
+}
+
+TEST(Rcu, SynchronizeDoesNotWaitForALaterReader) {
+  gate first_in, first_out, second_in, second_out;
+  std::thread early([&] {
+    std::scoped_lock lock(rcu_default_domain());
+    first_in.open();
+    first_out.wait();
+  });
+  ASSERT_TRUE(first_in.wait());
+  const auto before = rcu_domain_stats(rcu_default_domain()).gp_started;
+  std::atomic<bool> returned{false};
+  std::thread writer([&] {
+    rcu_synchronize();
+    returned = true;
+  });
+  ASSERT_TRUE(eventually([&] { return rcu_domain_stats(rcu_default_domain()).gp_started > before; }));
+  std::thread late([&] {  // starts its section after the grace period started
+    std::scoped_lock lock(rcu_default_domain());
+    second_in.open();
+    second_out.wait();
+  });
+  ASSERT_TRUE(second_in.wait());
+  first_out.open();
+  EXPECT_TRUE(eventually([&] { return returned.load(); }));  // the late reader still holds
+  second_out.open();
+  early.join();
+  late.join();
+  writer.join();
+}
+
+TEST(Rcu, NestedSectionsEndAtTheOutermostUnlock) {
+  rcu_domain& d = rcu_default_domain();
+  d.lock();
+  d.lock();
+  d.unlock();
+  log_capture capture;
+  rcu_synchronize();  // still inside the outer section: misuse, returns at once
+  EXPECT_EQ(capture.count("rcu_synchronize() called inside a read-side critical section"), 1u);
+  rcu_barrier();
+  EXPECT_EQ(capture.count("rcu_barrier() called inside a read-side critical section"), 1u);
+  d.unlock();
+  rcu_synchronize();  // fine now
+  EXPECT_EQ(capture.lines().size(), 2u);
+  EXPECT_EQ(rcu_domain_stats(d).misuse_reports, 2u);
+}
+
+TEST(Rcu, BarrierWaitsForEveryEarlierCallback) {
+  std::atomic<int> ran{0};
+  for (int i = 0; i < 1000; ++i) rcu_call(rcu_default_domain(), [&ran] { ++ran; });
+  rcu_barrier();
+  EXPECT_EQ(ran.load(), 1000);
+  const rcu_stats s = rcu_domain_stats(rcu_default_domain());
+  EXPECT_GE(s.callbacks_invoked, 1000u);
+  EXPECT_GE(s.callback_batches, 1u);
+  EXPECT_THROW(rcu_call(rcu_default_domain(), nullptr), std::invalid_argument);
+}
+
+TEST(Rcu, RetireNeverFreesWhileAReaderHoldsTheObject) {
+  scoped_watchdog_config cfg(fast_stalls());
+  log_capture capture;
+  std::atomic<bool> freed{false};
+  auto* obj = new tracked_object(&freed);
+  std::atomic<tracked_object*> current{obj};
+  gate entered, release;
+  std::atomic<bool> saw_freed{false};
+  std::thread reader([&] {
+    set_this_thread_name("rcu-holder");
+    std::scoped_lock lock(rcu_default_domain());
+    tracked_object* p = current.load(std::memory_order_acquire);
+    entered.open();
+    release.wait();
+    saw_freed = p->freed->load();
+  });
+  ASSERT_TRUE(entered.wait());
+  rcu_retire(current.exchange(nullptr));
+  std::atomic<bool> barrier_done{false};
+  std::thread barrier([&] {
+    rcu_barrier();
+    barrier_done = true;
+  });
+  ASSERT_TRUE(eventually([&] {
+    return freed.load() || capture.count("rcu-holder:") > 0;  // freed early, or reported
+  }));
+  EXPECT_FALSE(freed.load());
+  release.open();
+  reader.join();
+  barrier.join();
+  EXPECT_FALSE(saw_freed.load());
+  EXPECT_TRUE(freed.load());
+  EXPECT_TRUE(barrier_done.load());
+}
+
+struct node : rcu_obj_base<node> {
+  explicit node(std::atomic<int>* d) : deleted(d) {}
+  ~node() { ++*deleted; }
+  std::atomic<int>* deleted;
+};
+
+TEST(Rcu, ObjBaseRetiresWithoutAllocating) {
+  std::atomic<int> deleted{0};
+  for (int i = 0; i < 100; ++i) (new node(&deleted))->retire();
+  rcu_barrier();
+  EXPECT_EQ(deleted.load(), 100);
+}
+
+struct throwing_deleter {
+  throwing_deleter() = default;
+  throwing_deleter(const throwing_deleter&) = default;
+  throwing_deleter(throwing_deleter&&) { throw std::bad_alloc(); }
+  void operator()(int* p) const { delete p; }
+};
+
+TEST(Rcu, RetireThatThrowsSchedulesNothing) {
+  auto p = std::make_unique<int>(7);
+  const auto queued = rcu_domain_stats(rcu_default_domain()).callbacks_queued;
+  EXPECT_THROW(rcu_retire(p.get(), throwing_deleter{}), std::bad_alloc);
+  EXPECT_EQ(rcu_domain_stats(rcu_default_domain()).callbacks_queued, queued);
+  EXPECT_EQ(*p, 7);  // untouched, still ours
+}
+
+TEST(Rcu, ThreadExitDuringAGracePeriodReleasesIt) {
+  gate entered, leave;
+  std::thread reader([&] {
+    rcu_default_domain().lock();
+    entered.open();
+    leave.wait();
+    rcu_default_domain().unlock();
+  });  // and exits: unregisters while the grace period may be waiting on it
+  ASSERT_TRUE(entered.wait());
+  std::atomic<bool> returned{false};
+  std::thread writer([&] {
+    rcu_synchronize();
+    returned = true;
+  });
+  leave.open();
+  reader.join();
+  writer.join();
+  EXPECT_TRUE(returned.load());
+  // An online QSBR thread that exits is taken offline.
+  std::thread q([] { rcu_thread_online(rcu_qsbr_domain()); });
+  q.join();
+  rcu_synchronize(rcu_qsbr_domain());
+}
+
+TEST(Rcu, ConcurrentSynchronizeCallersShareGracePeriods) {
+  constexpr int callers = 6;
+  gate entered, release;
+  std::thread reader([&] {
+    std::scoped_lock lock(rcu_default_domain());
+    entered.open();
+    release.wait();
+  });
+  ASSERT_TRUE(entered.wait());
+  const rcu_stats before = rcu_domain_stats(rcu_default_domain());
+  std::vector<std::thread> threads;
+  for (int i = 0; i < callers; ++i) threads.emplace_back([] { rcu_synchronize(); });
+  // All callers block behind the reader's grace period.
+  ASSERT_TRUE(eventually([&] {
+    return rcu_domain_stats(rcu_default_domain()).waiting_threads == callers;
+  }));
+  release.open();
+  for (auto& t : threads) t.join();
+  reader.join();
+  const rcu_stats after = rcu_domain_stats(rcu_default_domain());
+  EXPECT_EQ(after.synchronize_calls - before.synchronize_calls, static_cast<unsigned>(callers));
+  // One grace period in progress when they queued, plus at most one shared by the rest.
+  EXPECT_LE(after.gp_completed - before.gp_completed, 2u);
+  EXPECT_GE(after.synchronize_shared - before.synchronize_shared,
+            static_cast<unsigned>(callers - 2));
+}
+
+TEST(Rcu, PollingCookies) {
+  rcu_domain& d = rcu_default_domain();
+  const rcu_cookie c = rcu_get_cookie(d);
+  EXPECT_FALSE(rcu_poll_done(d, c));
+  rcu_synchronize(d);
+  EXPECT_TRUE(rcu_poll_done(d, c));
+  const rcu_cookie started = rcu_start_poll(d);  // no synchronize from us: it still completes
+  EXPECT_TRUE(eventually([&] { return rcu_poll_done(d, started); }));
+}
+
+TEST(Rcu, StatsCountGracePeriodsAndDurations) {
+  const rcu_stats before = rcu_domain_stats(rcu_default_domain());
+  for (int i = 0; i < 5; ++i) rcu_synchronize();
+  const rcu_stats after = rcu_domain_stats(rcu_default_domain());
+  EXPECT_EQ(after.gp_completed - before.gp_completed, 5u);
+  EXPECT_EQ(after.gp_started, after.gp_completed);
+  EXPECT_EQ(after.gp_duration_ns.count() - before.gp_duration_ns.count(), 5u);
+  EXPECT_EQ(after.domain, "rcu");
+}
+
+// ---- QSBR ----
+
+TEST(RcuQsbr, OnlineThreadHoldsGracePeriodsUntilItReports) {
+  gate online, report, offline;
+  std::thread reader([&] {
+    rcu_thread_online(rcu_qsbr_domain());
+    online.open();
+    report.wait();
+    rcu_quiescent_state(rcu_qsbr_domain());
+    offline.wait();
+    rcu_thread_offline(rcu_qsbr_domain());
+  });
+  ASSERT_TRUE(online.wait());
+  scoped_watchdog_config cfg(fast_stalls());
+  log_capture capture;
+  std::atomic<bool> returned{false};
+  std::thread writer([&] {
+    rcu_synchronize(rcu_qsbr_domain());
+    returned = true;
+  });
+  ASSERT_TRUE(eventually([&] {
+    return returned.load() || capture.count("INFO: rcu_qsbr detected stalls on threads:") > 0;
+  }));
+  EXPECT_FALSE(returned.load());
+  report.open();  // a quiescent state ends it
+  EXPECT_TRUE(eventually([&] { return returned.load(); }));
+  writer.join();
+  // Offline threads hold nothing.
+  offline.open();
+  reader.join();
+  rcu_synchronize(rcu_qsbr_domain());
+}
+
+TEST(RcuQsbr, SynchronizeFromAnOnlineThreadDoesNotWaitForItself) {
+  std::thread t([] {
+    rcu_thread_online(rcu_qsbr_domain());
+    rcu_synchronize(rcu_qsbr_domain());
+    EXPECT_TRUE(rcu_thread_is_online(rcu_qsbr_domain()));  // back online after
+    rcu_thread_offline(rcu_qsbr_domain());
+    EXPECT_FALSE(rcu_thread_is_online(rcu_qsbr_domain()));
+  });
+  t.join();
+  EXPECT_THROW(rcu_thread_online(rcu_default_domain()), std::invalid_argument);
+}
+
+// ---- Tasks ----
+
+// A registered thread spinning with cond_resched() holds the Tasks grace period (seed 003);
+// one calling cond_resched_tasks_qs() does not.
+TEST(RcuTasks, CondReschedAloneHoldsTheGracePeriod) {
+  scoped_watchdog_config cfg(fast_stalls());
+  log_capture capture;
+  std::atomic<bool> stop{false}, report_qs{false};
+  gate online;
+  std::thread spinner([&] {
+    set_this_thread_name("ksgxd");
+    rcu_thread_online(rcu_tasks_domain());
+    online.open();
+    while (!stop.load()) {
+      if (report_qs.load()) {
+        cond_resched_tasks_qs();
+      } else {
+        cond_resched();  // yields, reports nothing
+      }
+    }
+    rcu_thread_offline(rcu_tasks_domain());
+  });
+  ASSERT_TRUE(online.wait());
+  std::atomic<bool> returned{false};
+  std::thread waiter([&] {
+    set_this_thread_name("systemd");
+    rcu_synchronize(rcu_tasks_domain());
+    returned = true;
+  });
+  ASSERT_TRUE(eventually([&] {
+    return returned.load() || capture.count("\tksgxd:") > 0;  // the holdout is the spinner
+  }));
+  EXPECT_FALSE(returned.load());
+  EXPECT_EQ(capture.count("INFO: rcu_tasks detected stalls on threads:"), 1u);
+  EXPECT_EQ(capture.count("\tksgxd:"), 1u);
+  EXPECT_GE(capture.count("rcu_tasks_wait_gp: rcu_tasks grace period number "), 1u);
+  ASSERT_TRUE(eventually([&] { return capture.count("INFO: task systemd:") > 0; }));
+  EXPECT_EQ(capture.count("blocked for more than 0.030 seconds."), 1u);
+  report_qs = true;  // the patch: cond_resched_tasks_qs() in the loop
+  EXPECT_TRUE(eventually([&] { return returned.load(); }));
+  waiter.join();
+  // With the patch from the start, grace periods complete while it spins.
+  rcu_synchronize(rcu_tasks_domain());
+  rcu_synchronize(rcu_tasks_domain());
+  stop = true;
+  spinner.join();
+  const rcu_stats s = rcu_domain_stats(rcu_tasks_domain());
+  EXPECT_GE(s.stalls, 1u);
+  EXPECT_GE(s.hung_waiters, 1u);
+  EXPECT_GE(s.stall_infos, 1u);
+}
+
+TEST(RcuTasks, BlockingInQuiescePrimitivesIsAQuiescentState) {
+  gate blocked, release;
+  std::thread t([&] {
+    rcu_thread_online(rcu_tasks_domain());
+    {
+      may_block blocking;  // a voluntary block: offline for the Tasks domain
+      blocked.open();
+      release.wait();
+    }
+    EXPECT_TRUE(rcu_thread_is_online(rcu_tasks_domain()));
+    rcu_thread_offline(rcu_tasks_domain());
+  });
+  ASSERT_TRUE(blocked.wait());
+  rcu_synchronize(rcu_tasks_domain());  // does not wait for the blocked thread
+  release.open();
+  t.join();
+}
+
+TEST(RcuTasks, AnIdleRegisteredWorkerHoldsNothing) {
+  workqueue wq("tasks-worker");
+  work reg("register", [](work&) { rcu_thread_online(rcu_tasks_domain()); });
+  ASSERT_TRUE(wq.queue_on(system_topology().cpus().first(), reg));
+  wq.flush();
+  // The worker that ran it is online in the Tasks domain, but now idle: quiescent.
+  EXPECT_GE(rcu_domain_stats(rcu_tasks_domain()).registered_threads, 1);
+  rcu_synchronize(rcu_tasks_domain());
+}
+
+}  // namespace
+}  // namespace quiesce
