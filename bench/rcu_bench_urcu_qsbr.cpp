@@ -1,0 +1,56 @@
+// liburcu's qsbr flavor, fast paths inlined (_LGPL_SOURCE), for bench_rcu.
+#define _LGPL_SOURCE
+#include <benchmark/benchmark.h>
+#include <urcu/urcu-qsbr.h>
+
+#include <cstdlib>
+
+#include "rcu_bench_common.hpp"
+
+namespace {
+
+void urcu_qsbr_quiescent_state_bench(benchmark::State& state) {
+  urcu_qsbr_register_thread();
+  for (auto _ : state) {
+    urcu_qsbr_quiescent_state();
+    benchmark::ClobberMemory();
+  }
+  urcu_qsbr_unregister_thread();
+}
+BENCHMARK(urcu_qsbr_quiescent_state_bench)->Threads(1)->Threads(2);
+
+void urcu_qsbr_synchronize(benchmark::State& state) {
+  rcu_bench::synchronize_latency(
+      state, [] { urcu_qsbr_synchronize_rcu(); },
+      [](std::atomic<bool>& stop) {
+        urcu_qsbr_register_thread();
+        while (!stop.load(std::memory_order_relaxed)) urcu_qsbr_quiescent_state();
+        urcu_qsbr_unregister_thread();
+      });
+}
+BENCHMARK(urcu_qsbr_synchronize)->Arg(0)->Arg(2)->Iterations(1)->Unit(benchmark::kMillisecond);
+
+struct node {
+  rcu_head head;
+  int payload;
+};
+
+void free_node(rcu_head* h) { std::free(caa_container_of(h, node, head)); }
+
+void urcu_qsbr_call_rcu_until_barrier(benchmark::State& state) {
+  urcu_qsbr_register_thread();
+  for (auto _ : state) {
+    for (std::int64_t i = 0; i < rcu_bench::retire_items; ++i) {
+      auto* n = static_cast<node*>(std::malloc(sizeof(node)));
+      urcu_qsbr_call_rcu(&n->head, free_node);
+    }
+    urcu_qsbr_thread_offline();
+    urcu_qsbr_barrier();
+    urcu_qsbr_thread_online();
+  }
+  urcu_qsbr_unregister_thread();
+  state.SetItemsProcessed(state.iterations() * rcu_bench::retire_items);
+}
+BENCHMARK(urcu_qsbr_call_rcu_until_barrier)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+}  // namespace
