@@ -24,6 +24,8 @@
 // What the standard leaves open, and what quiesce chose:
 //  - Whether unlock() and rcu_retire() run ready callbacks inline: they never do; every
 //    callback runs on the domain's callback thread, after one grace period per batch.
+//    While callbacks stream in, batches start at most once per millisecond (so a callback
+//    may wait up to ~1 ms plus a grace period; liburcu waits 10 ms).
 //  - Whether rcu_synchronize()/rcu_barrier() may be called inside a read-side section
 //    (undefined there, a deadlock in general): quiesce reports it through the log sink
 //    ("rcu_synchronize() called inside a read-side critical section") and returns at once

@@ -7,6 +7,7 @@
 
 #include <stdexcept>
 
+#include "../base/futex.hpp"
 #include "../base/never_destroyed.hpp"
 #include "internal.hpp"
 #include "quiesce/clock.hpp"
@@ -67,7 +68,7 @@ thread_local registration qsbr_registration;
 thread_local registration tasks_registration;
 
 void wake_writer(std::atomic<std::uint32_t>& waiting) noexcept {
-  if (waiting.exchange(0, std::memory_order_seq_cst) != 0) waiting.notify_all();
+  if (waiting.exchange(0, std::memory_order_seq_cst) != 0) futex_wake_all(waiting);
 }
 
 void register_thread(rcu_state& st, registration& reg, std::atomic<std::uint64_t>& word) {

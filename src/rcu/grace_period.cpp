@@ -5,6 +5,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "../base/futex.hpp"
 #include "internal.hpp"
 #include "quiesce/clock.hpp"
 #include "quiesce/log.hpp"
@@ -67,7 +68,7 @@ void wait_for_readers(rcu_state& st, std::uint64_t target) {
       waiting.store(0, std::memory_order_relaxed);
       return;
     }
-    waiting.wait(1, std::memory_order_seq_cst);
+    futex_wait(waiting, 1);
   }
 }
 

@@ -83,8 +83,11 @@ struct rcu_state {
 class listed_waiter {
  public:
   explicit listed_waiter(rcu_state& st) : st_(st) {
-    w_.tid = this_thread_tid();
-    w_.name = this_thread_name();
+    // Cached per thread: two syscalls per grace period otherwise.
+    thread_local const pid_t tid = this_thread_tid();
+    thread_local const std::string name = this_thread_name();
+    w_.tid = tid;
+    w_.name = name;
     w_.since_ns = now_ns();
     std::lock_guard guard(st_.waiters_lock);
     st_.waiters.push_back(&w_);

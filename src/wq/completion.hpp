@@ -10,6 +10,7 @@
 #include <atomic>
 #include <cstdint>
 
+#include "../base/futex.hpp"
 #include "quiesce/rcu.hpp"
 
 namespace quiesce::detail {
@@ -20,7 +21,7 @@ extern std::atomic<int> completion_waiters;        // A: threads inside wait_for
 inline void notify_completion() noexcept {
   if (completion_waiters.load(std::memory_order_seq_cst) > 0) {
     completion_seq.fetch_add(1, std::memory_order_seq_cst);
-    completion_seq.notify_all();
+    futex_wake_all(completion_seq);
   }
 }
 
@@ -33,7 +34,7 @@ void wait_for_completion(Pred done) {
   for (;;) {
     const std::uint32_t seen = completion_seq.load(std::memory_order_seq_cst);
     if (done()) break;
-    completion_seq.wait(seen, std::memory_order_seq_cst);
+    futex_wait(completion_seq, seen);
   }
   completion_waiters.fetch_sub(1, std::memory_order_seq_cst);
 }
