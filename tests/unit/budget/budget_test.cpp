@@ -79,8 +79,12 @@ TEST(ResumableWork, KeepsItsCursorAcrossExecutionsAndLetsOthersRun) {
         return cursor < total ? progress::more : progress::done;
       });
   work other("other", [&](work&) { order.push_back(-1); });
+  test::gate open;
+  work blocker("blocker", [&](work&) { open.wait(); });
+  ASSERT_TRUE(wq.queue(blocker));  // holds the ordered queue while we line up
   ASSERT_TRUE(walker.start());
-  ASSERT_TRUE(wq.queue(other));  // queued behind the first chunk, runs before the second
+  ASSERT_TRUE(wq.queue(other));  // behind the first chunk: runs before the second
+  open.open();
   wq.drain();
   EXPECT_EQ(cursor, total);
   EXPECT_EQ(walker.executions(), 16u);  // ceil(1000 / 64)

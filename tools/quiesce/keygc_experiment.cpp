@@ -1,0 +1,192 @@
+#include "keygc_experiment.hpp"
+
+#include <fmt/format.h>
+
+#include <atomic>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "quiesce/clock.hpp"
+#include "quiesce/log.hpp"
+#include "quiesce/thread.hpp"
+#include "quiesce/topology.hpp"
+#include "quiesce/watchdog.hpp"
+#include "quiesce/workqueue.hpp"
+
+namespace quiesce::cli {
+
+namespace {
+
+nlohmann::json summary_json(const summary& s) {
+  return {{"n", s.count()},
+          {"min_ms", s.min() / 1e6},
+          {"avg_ms", s.mean() / 1e6},
+          {"max_ms", s.max() / 1e6},
+          {"var_ms2", s.variance() / 1e12}};
+}
+
+// A work item queued on the collector's CPU every millisecond (when not still pending),
+// recording how long it waited to start: the lockup the patch is about.
+class probe {
+ public:
+  // Records only while *recording is true (the measured phases).
+  probe(int cpu, const std::atomic<int>& recording) : cpu_(cpu), recording_(recording) {
+    thread_ = named_thread("keygc-probe", [this] { run(); });
+  }
+  ~probe() {
+    stop_ = true;
+    thread_.join();
+    item_.cancel_sync();
+  }
+  histogram take() {
+    std::lock_guard guard(lock_);
+    return latency_;
+  }
+
+ private:
+  void run() {
+    std::uint64_t next = now_ns();
+    while (!stop_.load()) {
+      next += 1'000'000;  // absolute 1 ms steps, as cyclictest
+      const std::uint64_t now = now_ns();
+      if (next > now) std::this_thread::sleep_for(std::chrono::nanoseconds(next - now));
+      if (!item_.pending()) {
+        queued_at_.store(now_ns(), std::memory_order_release);
+        system_wq().queue_on(cpu_, item_);
+      }
+    }
+  }
+  void ran() {
+    const std::uint64_t waited = now_ns() - queued_at_.load(std::memory_order_acquire);
+    if (recording_.load(std::memory_order_relaxed) == 0) return;
+    std::lock_guard guard(lock_);
+    latency_.record(waited);
+  }
+
+  const int cpu_;
+  const std::atomic<int>& recording_;
+  std::atomic<bool> stop_{false};
+  std::atomic<std::uint64_t> queued_at_{0};
+  std::mutex lock_;
+  histogram latency_;  // L: lock_
+  work item_{"keygc_probe", [this](work&) { ran(); }};
+  named_thread thread_;
+};
+
+// Builds `n` user keys in keyrings of `per` under the root keyring; returns the keyrings.
+std::vector<keys::key_serial> populate(keys::key_store& store, std::size_t n, std::size_t per) {
+  std::vector<keys::key_serial> rings;
+  for (std::size_t i = 0; i < n; ++i) {
+    if (i % per == 0) rings.push_back(store.add_keyring(fmt::format("ring{}", rings.size())));
+    store.add_key("user", fmt::format("key{}", i), "payload", rings.back());
+  }
+  return rings;
+}
+
+void one_run(const keygc_config& cfg, keygc_result& out) {
+  std::atomic<int> phase{0};  // 0 setup, 1 unused, 2 expired
+  std::mutex lock;
+  summary unused, expired;
+  std::uint64_t executions = 0;
+  keys::store_options opt;
+  opt.mode = cfg.mode;
+  opt.chunk = cfg.chunk;
+  opt.slice = std::chrono::nanoseconds(static_cast<std::int64_t>(cfg.slice_us * 1000));
+  opt.gc_delay = std::chrono::nanoseconds(0);
+  opt.cpu = cfg.cpu;
+  opt.on_execution = [&](const keys::gc_execution& ex) {
+    std::lock_guard guard(lock);
+    ++executions;
+    if (phase.load() == 1) unused.add(static_cast<double>(ex.duration_ns));
+    if (phase.load() == 2) expired.add(static_cast<double>(ex.duration_ns));
+  };
+  keys::key_store store(opt);
+  const std::size_t baseline_keys = store.live_keys();
+  probe p(cfg.cpu, phase);
+
+  // Phase "unused": every key loses its last reference.
+  auto rings = populate(store, cfg.keys, cfg.per_keyring);
+  store.gc_wait_idle();
+  phase = 1;
+  for (auto r : rings) store.clear(r);
+  while (store.live_keys() > baseline_keys + rings.size()) {
+    store.gc_wait_idle();
+    if (store.live_keys() > baseline_keys + rings.size()) store.gc_request();
+  }
+  phase = 0;
+
+  // Phase "expired": timeouts set; the keys expire, their links are reaped, then the keys.
+  const std::size_t with_rings = store.live_keys();
+  auto rings2 = populate(store, cfg.keys, cfg.per_keyring);
+  store.gc_wait_idle();
+  phase = 2;
+  const auto timeout = std::chrono::nanoseconds(static_cast<std::int64_t>(cfg.timeout_ms * 1e6));
+  for (auto r : rings2) {
+    for (auto k : store.links(r)) store.set_timeout(k, timeout);
+  }
+  // The store's timer queues the collector once the first key expired (gc_delay 0).
+  while (store.live_keys() > with_rings + rings2.size()) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));  // the experiment's pace
+    store.gc_wait_idle();
+  }
+  phase = 0;
+
+  std::lock_guard guard(lock);
+  out.unused.merge(unused);
+  out.expired.merge(expired);
+  out.executions += executions;
+  out.probe_ns.merge(p.take());
+}
+
+}  // namespace
+
+summary keygc_result::combined() const {
+  summary c = unused;
+  c.merge(expired);
+  return c;
+}
+
+nlohmann::json keygc_result::to_json() const {
+  return {{"mode", keys::to_string(config.mode)},
+          {"chunk", config.chunk},
+          {"keys", config.keys},
+          {"runs", config.runs},
+          {"unused", summary_json(unused)},
+          {"expired", summary_json(expired)},
+          {"combined", summary_json(combined())},
+          {"total_ms", total_ms()},
+          {"executions", executions},
+          {"hog_reports", hog_reports},
+          {"probe",
+           {{"n", probe_ns.count()},
+            {"p50_us", static_cast<double>(probe_ns.percentile(50)) / 1e3},
+            {"p99_us", static_cast<double>(probe_ns.percentile(99)) / 1e3},
+            {"max_us", static_cast<double>(probe_ns.max()) / 1e3}}}};
+}
+
+keygc_result run_keygc(const keygc_config& config) {
+  keygc_result r;
+  r.config = config;
+  if (r.config.cpu < 0) r.config.cpu = system_topology().cpus().cpus().back();
+  log_capture capture(/*forward=*/false);  // hog reports are counted, not printed mid-table
+  for (int i = 0; i < config.runs; ++i) one_run(r.config, r);
+  r.hog_reports = capture.count("hogged CPU");
+  return r;
+}
+
+std::string keygc_lines(const keygc_result& r) {
+  return keygcbench_line("unused", r.unused) + "\n" + keygcbench_line("expired", r.expired) +
+         "\n" + keygcbench_line("combined", r.combined()) + "\n";
+}
+
+keygc_comparison compare(const keygc_result& base, const keygc_result& patched) {
+  auto pct = [](double before, double after) {
+    return before == 0 ? 0.0 : (before - after) / before * 100.0;
+  };
+  return {pct(base.combined().variance(), patched.combined().variance()),
+          -pct(base.total_ms(), patched.total_ms()),
+          pct(static_cast<double>(base.probe_ns.max()), static_cast<double>(patched.probe_ns.max()))};
+}
+
+}  // namespace quiesce::cli
