@@ -315,7 +315,7 @@ struct rcu_stats {
   std::uint64_t synchronize_calls = 0;
   std::uint64_t synchronize_shared = 0;  // calls satisfied by another caller's grace period
   std::uint64_t callbacks_queued = 0;
-  std::uint64_t callbacks_invoked = 0;
+  std::uint64_t callbacks_invoked = 0;  // taken for invocation (a batch counts as it starts)
   std::uint64_t callback_batches = 0;
   std::uint64_t callback_exceptions = 0;
   std::uint64_t misuse_reports = 0;  // synchronize/barrier inside a read-side section

@@ -23,15 +23,18 @@ constexpr std::uint64_t coalesce_ns = 1'000'000;  // a rate limit, not a synchro
 void run_batch(rcu_state& st, rcu_head* newest_first) {
   // The stack holds the newest first: reverse it so callbacks run in queueing order.
   rcu_head* fifo = nullptr;
+  std::uint64_t count = 0;
   while (newest_first) {
     rcu_head* next = newest_first->next;
     newest_first->next = fifo;
     fifo = newest_first;
     newest_first = next;
+    ++count;
   }
   synchronize(st);  // one grace period for the whole batch
   rcu_callbacks& cb = st.callbacks;
-  std::uint64_t invoked = 0;
+  // Counted before they run, so a barrier's waiter (woken by its own node) sees them.
+  cb.invoked.fetch_add(count, std::memory_order_relaxed);
   while (fifo) {
     rcu_head* next = fifo->next;  // read first: the callback may free its node
     try {
@@ -43,10 +46,8 @@ void run_batch(rcu_state& st, rcu_head* newest_first) {
       cb.exceptions.fetch_add(1, std::memory_order_relaxed);
       log(log_level::err, fmt::format("{}: an RCU callback threw", st.name));
     }
-    ++invoked;
     fifo = next;
   }
-  cb.invoked.fetch_add(invoked, std::memory_order_relaxed);
   cb.batches.fetch_add(1, std::memory_order_relaxed);
 }
 
