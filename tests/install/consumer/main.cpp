@@ -1,6 +1,7 @@
 // A program built against an installed quiesce: exits 0 only if the library works.
 #include <quiesce/cpu_set.hpp>
 #include <quiesce/histogram.hpp>
+#include <quiesce/keys.hpp>
 #include <quiesce/log.hpp>
 #include <quiesce/summary.hpp>
 #include <quiesce/version.hpp>
@@ -18,7 +19,14 @@ int main() {
     h.record(v);
   quiesce::log_capture capture;
   quiesce::log(quiesce::log_level::info, "installed");
-  const bool ok = line == "unused:   min=1.000 avg=2.000 max=3.000 var=1.000" &&
+  bool keys_ok = false;
+  {
+    quiesce::keys::key_store store;
+    const auto ring = store.add_keyring("ring");
+    const auto k = store.add_key("user", "k", "payload", ring);
+    keys_ok = store.read(k) == "payload";
+  }
+  const bool ok = keys_ok && line == "unused:   min=1.000 avg=2.000 max=3.000 var=1.000" &&
                   h.percentile(50) == 50 && quiesce::cpu_set::parse("0-2").size() == 3 &&
                   capture.count("installed") == 1;
   std::printf("quiesce %s: %s\n", quiesce::version_string, ok ? "ok" : "WRONG");
