@@ -103,7 +103,10 @@ void destroy_key(store_state& st, std::unique_ptr<key> k) {
     std::lock_guard guard(st.serial_lock);
     type = k->type;
   }
-  if (type->destroy && !type->dead) type->destroy(k->payload);
+  // A dead type's keys are still destroyed by it until its third pass retypes the rest to
+  // ".dead" (which destroys nothing), as the kernel calls ->destroy before the type's
+  // unregistration returns.
+  if (type->destroy) type->destroy(k->payload);
   if (k->keyring) {
     // No reader can reach this keyring any more (its last link went a grace period ago):
     // its link set goes now, dropping the references it held.
