@@ -8,7 +8,7 @@ install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/quiesce
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(FILES ${PROJECT_BINARY_DIR}/generated/include/quiesce/version.hpp
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/quiesce)
-install(TARGETS quiesce quiesce_keys quiesce_sanitize EXPORT quiesceTargets
+install(TARGETS quiesce quiesce_keys quiesce_sanitize quiesce_verity EXPORT quiesceTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
         RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})

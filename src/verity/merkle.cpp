@@ -1,0 +1,305 @@
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <openssl/evp.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <memory>
+#include <stdexcept>
+#include <system_error>
+
+#include "quiesce/verity.hpp"
+#include "quiesce/workqueue.hpp"
+
+namespace quiesce::verity {
+
+std::size_t digest_size(hash_alg alg) noexcept { return alg == hash_alg::sha512 ? 64 : 32; }
+
+const char* to_string(hash_alg alg) noexcept {
+  return alg == hash_alg::sha512 ? "sha512" : "sha256";
+}
+
+hash_alg parse_hash_alg(std::string_view text) {
+  if (text == "sha256") return hash_alg::sha256;
+  if (text == "sha512") return hash_alg::sha512;
+  throw std::invalid_argument("hash-alg: '" + std::string(text) +
+                              "' is not one of sha256, sha512");
+}
+
+void params::validate() const {
+  const std::size_t d = digest_size(alg);
+  if (block_size == 0 || (block_size & (block_size - 1)) != 0) {
+    throw std::invalid_argument(fmt::format("block-size: {} is not a power of two", block_size));
+  }
+  if (block_size < 2 * d) {
+    throw std::invalid_argument(fmt::format("block-size: {} is below twice the {} digest size "
+                                            "({})",
+                                            block_size, to_string(alg), 2 * d));
+  }
+  if (salt.size() > 32) {
+    throw std::invalid_argument(fmt::format("salt: {} bytes, at most 32", salt.size()));
+  }
+}
+
+namespace {
+
+const EVP_MD* md_of(hash_alg alg) { return alg == hash_alg::sha512 ? EVP_sha512() : EVP_sha256(); }
+
+struct ctx_deleter {
+  void operator()(EVP_MD_CTX* c) const { EVP_MD_CTX_free(c); }
+};
+using ctx_ptr = std::unique_ptr<EVP_MD_CTX, ctx_deleter>;
+
+// Hashes blocks as H(padded salt || block): the salted prefix is absorbed once, then copied.
+class block_hasher {
+ public:
+  explicit block_hasher(const params& p) : md_(md_of(p.alg)), base_(EVP_MD_CTX_new()),
+                                           work_(EVP_MD_CTX_new()) {
+    if (!base_ || !work_ || EVP_DigestInit_ex(base_.get(), md_, nullptr) != 1) {
+      throw std::runtime_error("libcrypto: cannot initialise a digest");
+    }
+    if (!p.salt.empty()) {
+      // Zero-padded to a multiple of the hash's internal block size (64 or 128).
+      const std::size_t unit = p.alg == hash_alg::sha512 ? 128 : 64;
+      std::vector<std::uint8_t> padded((p.salt.size() + unit - 1) / unit * unit, 0);
+      std::copy(p.salt.begin(), p.salt.end(), padded.begin());
+      EVP_DigestUpdate(base_.get(), padded.data(), padded.size());
+    }
+  }
+  void hash(const std::uint8_t* block, std::size_t size, std::uint8_t* out) {
+    EVP_MD_CTX_copy_ex(work_.get(), base_.get());
+    EVP_DigestUpdate(work_.get(), block, size);
+    EVP_DigestFinal_ex(work_.get(), out, nullptr);
+  }
+
+ private:
+  const EVP_MD* md_;
+  ctx_ptr base_, work_;
+};
+
+// Builds the levels above level 0 (given its hashes) and fills the tree.
+void finish_tree(merkle_tree& t, std::vector<std::uint8_t> hashes, std::uint64_t blocks) {
+  const params& p = t.p;
+  const std::size_t d = digest_size(p.alg);
+  t.root_hash.assign(d, 0);
+  if (blocks == 0) return;  // empty file: all-zero root
+  if (blocks == 1) {
+    t.root_hash.assign(hashes.begin(), hashes.begin() + static_cast<std::ptrdiff_t>(d));
+    return;
+  }
+  block_hasher hasher(p);
+  const std::size_t per_block = p.block_size / d;
+  std::vector<std::vector<std::uint8_t>> levels;  // leaf level first
+  std::uint64_t count = blocks;
+  for (;;) {
+    const std::uint64_t level_blocks = (count + per_block - 1) / per_block;
+    std::vector<std::uint8_t> level(level_blocks * p.block_size, 0);
+    std::copy(hashes.begin(), hashes.begin() + static_cast<std::ptrdiff_t>(count * d),
+              level.begin());
+    std::vector<std::uint8_t> next(level_blocks * d);
+    for (std::uint64_t b = 0; b < level_blocks; ++b) {
+      hasher.hash(&level[b * p.block_size], p.block_size, &next[b * d]);
+    }
+    levels.push_back(std::move(level));
+    if (level_blocks == 1) {
+      t.root_hash.assign(next.begin(), next.end());
+      break;
+    }
+    hashes = std::move(next);
+    count = level_blocks;
+  }
+  // Stored root-most first; record each level's place, leaf level first.
+  std::size_t total = 0;
+  for (const auto& l : levels) total += l.size();
+  t.tree.reserve(total);
+  std::vector<std::size_t> offsets(levels.size());
+  for (std::size_t i = levels.size(); i-- > 0;) {
+    offsets[i] = t.tree.size();
+    t.tree.insert(t.tree.end(), levels[i].begin(), levels[i].end());
+  }
+  for (std::size_t i = 0; i < levels.size(); ++i) {
+    t.levels.push_back({offsets[i], levels[i].size() / p.block_size});
+  }
+}
+
+class fd_guard {
+ public:
+  explicit fd_guard(int fd) : fd_(fd) {}
+  ~fd_guard() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  int get() const { return fd_; }
+
+ private:
+  int fd_;
+};
+
+// Hashes data blocks [first, last) of `fd` into `out` (level-0 hashes), reading 1 MiB at
+// a time. Returns 0 or an errno.
+int hash_range(int fd, const params& p, std::uint64_t size, std::uint64_t first,
+               std::uint64_t last, std::uint8_t* out) {
+  block_hasher hasher(p);
+  const std::size_t d = digest_size(p.alg);
+  const std::size_t chunk_blocks = std::max<std::size_t>(1, (1u << 20) / p.block_size);
+  std::vector<std::uint8_t> buf(chunk_blocks * p.block_size);
+  for (std::uint64_t b = first; b < last;) {
+    const std::uint64_t n = std::min<std::uint64_t>(chunk_blocks, last - b);
+    const std::uint64_t offset = b * p.block_size;
+    const std::uint64_t want = std::min<std::uint64_t>(n * p.block_size, size - offset);
+    std::size_t got = 0;
+    while (got < want) {
+      const ssize_t r = ::pread(fd, buf.data() + got, want - got, static_cast<off_t>(offset + got));
+      if (r < 0) {
+        if (errno == EINTR) continue;
+        return errno;
+      }
+      if (r == 0) return EIO;  // the file shrank under us
+      got += static_cast<std::size_t>(r);
+    }
+    std::fill(buf.begin() + static_cast<std::ptrdiff_t>(want),
+              buf.begin() + static_cast<std::ptrdiff_t>(n * p.block_size), 0);
+    for (std::uint64_t i = 0; i < n; ++i) {
+      hasher.hash(&buf[i * p.block_size], p.block_size, out + (b + i - first) * d);
+    }
+    b += n;
+  }
+  return 0;
+}
+
+}  // namespace
+
+merkle_tree build_tree(const std::uint8_t* data, std::size_t size, const params& p) {
+  p.validate();
+  merkle_tree t;
+  t.p = p;
+  t.data_size = size;
+  const std::size_t d = digest_size(p.alg);
+  const std::uint64_t blocks = (size + p.block_size - 1) / p.block_size;
+  std::vector<std::uint8_t> hashes(blocks * d);
+  block_hasher hasher(p);
+  std::vector<std::uint8_t> last(p.block_size, 0);
+  for (std::uint64_t b = 0; b < blocks; ++b) {
+    const std::size_t offset = b * p.block_size;
+    if (offset + p.block_size <= size) {
+      hasher.hash(data + offset, p.block_size, &hashes[b * d]);
+    } else {
+      std::copy(data + offset, data + size, last.begin());
+      hasher.hash(last.data(), p.block_size, &hashes[b * d]);
+    }
+  }
+  finish_tree(t, std::move(hashes), blocks);
+  return t;
+}
+
+merkle_tree build_tree(const std::filesystem::path& path, const params& p, workqueue* wq) {
+  p.validate();
+  fd_guard fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (fd.get() < 0) throw std::system_error(errno, std::generic_category(), path.string());
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0) throw std::system_error(errno, std::generic_category(), path.string());
+  if (!S_ISREG(st.st_mode)) {
+    throw std::system_error(EINVAL, std::generic_category(), path.string() + ": not a regular file");
+  }
+  merkle_tree t;
+  t.p = p;
+  t.data_size = static_cast<std::uint64_t>(st.st_size);
+  const std::size_t d = digest_size(p.alg);
+  const std::uint64_t blocks = (t.data_size + p.block_size - 1) / p.block_size;
+  std::vector<std::uint8_t> hashes(blocks * d);
+  int err = 0;
+  // Parallel level 0: one work item per range of at least 4 MiB, on the given queue.
+  const std::uint64_t min_range = std::max<std::uint64_t>(1, (4u << 20) / p.block_size);
+  if (wq && blocks > 2 * min_range) {
+    const std::uint64_t parts = std::min<std::uint64_t>(64, blocks / min_range);
+    std::atomic<int> first_err{0};
+    std::vector<std::unique_ptr<work>> items;
+    for (std::uint64_t i = 0; i < parts; ++i) {
+      const std::uint64_t lo = blocks * i / parts, hi = blocks * (i + 1) / parts;
+      items.push_back(std::make_unique<work>("verity_hash_level0", [&, lo, hi](work&) {
+        const int e = hash_range(fd.get(), p, t.data_size, lo, hi, &hashes[lo * d]);
+        int expected = 0;
+        if (e) first_err.compare_exchange_strong(expected, e);
+      }));
+      wq->queue(*items.back());
+    }
+    for (auto& w : items) w->flush();
+    err = first_err.load();
+  } else {
+    err = hash_range(fd.get(), p, t.data_size, 0, blocks, hashes.data());
+  }
+  if (err) throw std::system_error(err, std::generic_category(), path.string());
+  finish_tree(t, std::move(hashes), blocks);
+  return t;
+}
+
+std::array<std::uint8_t, 256> descriptor(const merkle_tree& t) {
+  std::array<std::uint8_t, 256> desc{};
+  desc[0] = 1;  // version
+  desc[1] = static_cast<std::uint8_t>(t.p.alg);
+  std::uint8_t log2 = 0;
+  while ((std::size_t{1} << log2) < t.p.block_size) ++log2;
+  desc[2] = log2;
+  desc[3] = static_cast<std::uint8_t>(t.p.salt.size());
+  // desc[4..7]: sig_size, zero when hashing
+  for (int i = 0; i < 8; ++i) desc[8 + i] = static_cast<std::uint8_t>(t.data_size >> (8 * i));
+  std::copy(t.root_hash.begin(), t.root_hash.end(), desc.begin() + 16);
+  std::copy(t.p.salt.begin(), t.p.salt.end(), desc.begin() + 80);
+  return desc;
+}
+
+std::vector<std::uint8_t> file_digest(const merkle_tree& t) {
+  const auto desc = descriptor(t);
+  std::vector<std::uint8_t> out(digest_size(t.p.alg));
+  unsigned len = 0;
+  if (EVP_Digest(desc.data(), desc.size(), out.data(), &len, md_of(t.p.alg), nullptr) != 1) {
+    throw std::runtime_error("libcrypto: digest failed");
+  }
+  return out;
+}
+
+std::vector<std::uint8_t> builtin_sig_message(const merkle_tree& t) {
+  const std::vector<std::uint8_t> digest = file_digest(t);
+  std::vector<std::uint8_t> msg = {'F', 'S', 'V', 'e', 'r', 'i', 't', 'y'};
+  const auto alg = static_cast<std::uint16_t>(t.p.alg);
+  const auto size = static_cast<std::uint16_t>(digest.size());
+  msg.push_back(static_cast<std::uint8_t>(alg & 0xff));
+  msg.push_back(static_cast<std::uint8_t>(alg >> 8));
+  msg.push_back(static_cast<std::uint8_t>(size & 0xff));
+  msg.push_back(static_cast<std::uint8_t>(size >> 8));
+  msg.insert(msg.end(), digest.begin(), digest.end());
+  return msg;
+}
+
+std::string to_hex(const std::vector<std::uint8_t>& bytes) {
+  static const char* digits = "0123456789abcdef";
+  std::string out;
+  out.reserve(bytes.size() * 2);
+  for (std::uint8_t b : bytes) {
+    out += digits[b >> 4];
+    out += digits[b & 15];
+  }
+  return out;
+}
+
+std::vector<std::uint8_t> from_hex(std::string_view hex) {
+  auto nibble = [hex](char c) -> std::uint8_t {
+    if (c >= '0' && c <= '9') return static_cast<std::uint8_t>(c - '0');
+    if (c >= 'a' && c <= 'f') return static_cast<std::uint8_t>(c - 'a' + 10);
+    if (c >= 'A' && c <= 'F') return static_cast<std::uint8_t>(c - 'A' + 10);
+    throw std::invalid_argument("salt: '" + std::string(hex) + "' is not hex");
+  };
+  if (hex.size() % 2 != 0) {
+    throw std::invalid_argument("salt: '" + std::string(hex) + "' has an odd number of digits");
+  }
+  std::vector<std::uint8_t> out;
+  for (std::size_t i = 0; i < hex.size(); i += 2) {
+    out.push_back(static_cast<std::uint8_t>(nibble(hex[i]) << 4 | nibble(hex[i + 1])));
+  }
+  return out;
+}
+
+}  // namespace quiesce::verity
