@@ -10,13 +10,20 @@
 //  - the file digest is the plain hash of the 256-byte descriptor.
 // Hashing uses OpenSSL's libcrypto (SHA-NI where the CPU has it).
 //
-// Not yet here (issue 7, open): the verified read path and `verity bench`.
+// Verified reads: enable() writes a sidecar (FILE.verity: descriptor + tree); a
+// verified_file reads through it, each read's blocks verified on a workqueue before any
+// byte is returned (the kernel's fsverity_read_queue). Not yet here (issue 7, open):
+// `verity bench`.
 #pragma once
 
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <atomic>
 #include <filesystem>
+#include <memory>
+#include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -70,6 +77,49 @@ std::array<std::uint8_t, 256> descriptor(const merkle_tree& t);
 std::vector<std::uint8_t> file_digest(const merkle_tree& t);
 // What `--for-builtin-sig` signs: "FSVerity", le16 algorithm, le16 digest size, digest.
 std::vector<std::uint8_t> builtin_sig_message(const merkle_tree& t);
+
+// Builds the tree of `file` and writes `sidecar` (default FILE.verity): the 256-byte
+// descriptor, then the tree. Written atomically (temporary file + rename). Returns the tree.
+merkle_tree enable(const std::filesystem::path& file, const params& p,
+                   std::optional<std::filesystem::path> sidecar = {}, workqueue* wq = nullptr);
+
+// Counters of a verified_file.
+struct read_stats {
+  std::uint64_t reads = 0;
+  std::uint64_t blocks_verified = 0;     // data blocks hashed and checked
+  std::uint64_t hash_blocks_checked = 0; // tree blocks hashed while climbing
+  std::uint64_t hash_block_hits = 0;     // climbs that stopped at an already-verified block
+  std::uint64_t failures = 0;            // reads failed with EIO
+};
+
+// A file read through fs-verity. Thread-safe: many reader threads may read at once.
+class verified_file {
+ public:
+  // Opens `file` and its sidecar (default FILE.verity) and checks the descriptor against
+  // the file (version, algorithm, block size, salt, size, tree size): std::system_error
+  // EINVAL/ENODATA naming what is wrong. Verification runs on `verify_wq`.
+  verified_file(const std::filesystem::path& file, workqueue& verify_wq,
+                std::optional<std::filesystem::path> sidecar = {});
+  ~verified_file();
+  verified_file(const verified_file&) = delete;
+  verified_file& operator=(const verified_file&) = delete;
+
+  // Reads up to buf.size() bytes at `offset` (fewer at the end of the file): the calling
+  // thread reads the blocks (the "bio"), a worker of the verification queue hashes each
+  // data block and climbs the tree until a hash block verified before (a bitmap, as the
+  // kernel keeps), then the read completes. A mismatch throws std::system_error(EIO) naming
+  // the file and block; no unverified byte is ever copied into `buf`.
+  std::size_t read(std::uint64_t offset, std::span<std::uint8_t> buf);
+  std::uint64_t size() const noexcept;
+  const merkle_tree& tree() const noexcept;
+  read_stats stats() const noexcept;
+  // The digest the sidecar's descriptor claims (hash of the descriptor).
+  std::vector<std::uint8_t> digest() const;
+
+ private:
+  struct impl;
+  std::unique_ptr<impl> impl_;
+};
 
 std::string to_hex(const std::vector<std::uint8_t>& bytes);
 // Throws std::invalid_argument if `hex` is not an even number of hex digits.

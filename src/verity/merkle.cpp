@@ -12,10 +12,14 @@
 #include <stdexcept>
 #include <system_error>
 
+#include "hasher.hpp"
 #include "quiesce/verity.hpp"
 #include "quiesce/workqueue.hpp"
 
 namespace quiesce::verity {
+
+using detail::block_hasher;
+using detail::md_of;
 
 std::size_t digest_size(hash_alg alg) noexcept { return alg == hash_alg::sha512 ? 64 : 32; }
 
@@ -46,40 +50,6 @@ void params::validate() const {
 }
 
 namespace {
-
-const EVP_MD* md_of(hash_alg alg) { return alg == hash_alg::sha512 ? EVP_sha512() : EVP_sha256(); }
-
-struct ctx_deleter {
-  void operator()(EVP_MD_CTX* c) const { EVP_MD_CTX_free(c); }
-};
-using ctx_ptr = std::unique_ptr<EVP_MD_CTX, ctx_deleter>;
-
-// Hashes blocks as H(padded salt || block): the salted prefix is absorbed once, then copied.
-class block_hasher {
- public:
-  explicit block_hasher(const params& p) : md_(md_of(p.alg)), base_(EVP_MD_CTX_new()),
-                                           work_(EVP_MD_CTX_new()) {
-    if (!base_ || !work_ || EVP_DigestInit_ex(base_.get(), md_, nullptr) != 1) {
-      throw std::runtime_error("libcrypto: cannot initialise a digest");
-    }
-    if (!p.salt.empty()) {
-      // Zero-padded to a multiple of the hash's internal block size (64 or 128).
-      const std::size_t unit = p.alg == hash_alg::sha512 ? 128 : 64;
-      std::vector<std::uint8_t> padded((p.salt.size() + unit - 1) / unit * unit, 0);
-      std::copy(p.salt.begin(), p.salt.end(), padded.begin());
-      EVP_DigestUpdate(base_.get(), padded.data(), padded.size());
-    }
-  }
-  void hash(const std::uint8_t* block, std::size_t size, std::uint8_t* out) {
-    EVP_MD_CTX_copy_ex(work_.get(), base_.get());
-    EVP_DigestUpdate(work_.get(), block, size);
-    EVP_DigestFinal_ex(work_.get(), out, nullptr);
-  }
-
- private:
-  const EVP_MD* md_;
-  ctx_ptr base_, work_;
-};
 
 // Builds the levels above level 0 (given its hashes) and fills the tree.
 void finish_tree(merkle_tree& t, std::vector<std::uint8_t> hashes, std::uint64_t blocks) {

@@ -11,7 +11,11 @@
 #include <random>
 #include <stdexcept>
 #include <string>
+#include <algorithm>
+#include <atomic>
+#include <span>
 #include <system_error>
+#include <thread>
 
 #include "quiesce/workqueue.hpp"
 
@@ -151,6 +155,135 @@ TEST(Verity, BadParametersAreRejectedNamingThem) {
   EXPECT_THROW(from_hex("zz"), std::invalid_argument);
   EXPECT_EQ(from_hex("00ff"), (std::vector<std::uint8_t>{0, 255}));
   EXPECT_THROW(build_tree("/nonexistent/file", params{}), std::system_error);
+}
+
+}  // namespace
+}  // namespace quiesce::verity
+
+namespace quiesce::verity {
+namespace {
+
+class VerifiedReads : public testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("quiesce-vread-" + std::to_string(::getpid()));
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  fs::path make(std::size_t size, unsigned seed) {
+    data_.resize(size);
+    std::mt19937 rng(seed);
+    for (auto& c : data_) c = static_cast<std::uint8_t>(rng());
+    const fs::path p = dir_ / ("file" + std::to_string(seed));
+    std::ofstream(p, std::ios::binary).write(reinterpret_cast<const char*>(data_.data()),
+                                             static_cast<std::streamsize>(size));
+    return p;
+  }
+  void corrupt(const fs::path& p, std::uint64_t at) {
+    std::fstream f(p, std::ios::binary | std::ios::in | std::ios::out);
+    f.seekg(static_cast<std::streamoff>(at));
+    char c = 0;
+    f.get(c);
+    f.seekp(static_cast<std::streamoff>(at));
+    f.put(static_cast<char>(c ^ 0x40));
+  }
+  fs::path dir_;
+  std::vector<std::uint8_t> data_;
+};
+
+TEST_F(VerifiedReads, ReadsReturnTheFileAndUseTheTreeBitmap) {
+  workqueue wq("fsverity_read_queue", wq_options{.highpri = true});
+  for (const params& p : {params{}, params{hash_alg::sha512, 1024, {1, 2, 3}}}) {
+    const fs::path f = make(3 * 1024 * 1024 + 777, 11);
+    const merkle_tree t = enable(f, p);
+    verified_file v(f, wq);
+    EXPECT_EQ(v.digest(), file_digest(t));
+    std::vector<std::uint8_t> out(data_.size());
+    for (std::uint64_t off = 0; off < data_.size(); off += 65536) {
+      const auto n = v.read(off, std::span(out).subspan(off, std::min<std::size_t>(65536, data_.size() - off)));
+      EXPECT_GT(n, 0u);
+    }
+    EXPECT_EQ(out, data_);
+    // Odd offsets and lengths, and a read past the end.
+    std::vector<std::uint8_t> small(5000);
+    EXPECT_EQ(v.read(12345, small), 5000u);
+    EXPECT_TRUE(std::equal(small.begin(), small.end(), data_.begin() + 12345));
+    EXPECT_EQ(v.read(data_.size() - 10, small), 10u);
+    EXPECT_EQ(v.read(data_.size() + 1, small), 0u);
+    const read_stats s = v.stats();
+    EXPECT_GT(s.hash_block_hits, 0u);  // sequential reads mostly stop at a verified block
+    EXPECT_EQ(s.failures, 0u);
+  }
+  EXPECT_GT(wq.stats().executed, 0u);  // verification ran on the queue
+}
+
+TEST_F(VerifiedReads, ACorruptBlockFailsWithEioNamingItAndOthersStillRead) {
+  workqueue wq("vq");
+  const fs::path f = make(1 << 20, 12);
+  enable(f, params{});
+  corrupt(f, 5 * 4096 + 100);  // block 5
+  verified_file v(f, wq);
+  std::vector<std::uint8_t> buf(4096, 0xee);
+  try {
+    v.read(5 * 4096, buf);
+    ADD_FAILURE() << "read of a corrupt block succeeded";
+  } catch (const std::system_error& e) {
+    EXPECT_EQ(e.code().value(), EIO);
+    EXPECT_NE(std::string(e.what()).find("block 5"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find(f.string()), std::string::npos);
+  }
+  EXPECT_TRUE(std::all_of(buf.begin(), buf.end(), [](std::uint8_t b) { return b == 0xee; }))
+      << "unverified data reached the caller";
+  EXPECT_EQ(v.read(6 * 4096, buf), 4096u);  // later reads still work
+  EXPECT_TRUE(std::equal(buf.begin(), buf.end(), data_.begin() + 6 * 4096));
+  EXPECT_EQ(v.stats().failures, 1u);
+}
+
+TEST_F(VerifiedReads, ACorruptTreeOrDescriptorIsCaught) {
+  workqueue wq("vq2");
+  const fs::path f = make(1 << 20, 13);
+  enable(f, params{});
+  const fs::path side = f.string() + ".verity";
+  corrupt(side, 256 + 4096 + 8);  // inside a leaf-level hash block
+  verified_file v(f, wq);
+  std::vector<std::uint8_t> all(data_.size());
+  EXPECT_THROW(v.read(0, all), std::system_error);
+  corrupt(side, 9);  // data_size in the descriptor
+  try {
+    verified_file bad(f, wq);
+    ADD_FAILURE() << "a descriptor with the wrong size was accepted";
+  } catch (const std::system_error& e) {
+    EXPECT_EQ(e.code().value(), EINVAL);
+  }
+  try {
+    verified_file none(dir_ / "file13", wq, dir_ / "missing.verity");
+    ADD_FAILURE();
+  } catch (const std::system_error& e) {
+    EXPECT_EQ(e.code().value(), ENODATA);
+  }
+}
+
+TEST_F(VerifiedReads, ConcurrentReadersAllVerify) {
+  workqueue wq("vq3", wq_options{.unbound = true});
+  const fs::path f = make(2 << 20, 14);
+  enable(f, params{});
+  verified_file v(f, wq);
+  std::vector<std::thread> readers;
+  std::atomic<int> mismatches{0};
+  for (int r = 0; r < 3; ++r) {
+    readers.emplace_back([&, r] {
+      std::mt19937 rng(static_cast<unsigned>(r));
+      std::vector<std::uint8_t> buf(8192);
+      for (int i = 0; i < 300; ++i) {
+        const std::uint64_t off = rng() % data_.size();
+        const std::size_t n = v.read(off, buf);
+        if (!std::equal(buf.begin(), buf.begin() + static_cast<std::ptrdiff_t>(n), data_.begin() + static_cast<std::ptrdiff_t>(off))) ++mismatches;
+      }
+    });
+  }
+  for (auto& t : readers) t.join();
+  EXPECT_EQ(mismatches.load(), 0);
+  EXPECT_EQ(v.stats().failures, 0u);
 }
 
 }  // namespace
