@@ -62,7 +62,7 @@ void run_digest(const digest_cli& o) {
     try {
       t = verity::build_tree(file, p, &wq);
     } catch (const std::system_error& e) {
-      throw std::runtime_error(fmt::format("can't read '{}': {}", file, e.code().message()));
+      throw usage_error(fmt::format("can't read '{}': {}", file, e.code().message()));
     }
     if (o.for_builtin_sig) {
       fmt::print("{} {}\n", verity::to_hex(verity::builtin_sig_message(t)), file);
@@ -107,7 +107,7 @@ void run_enable(const enable_cli& o) {
   try {
     t = verity::enable(o.file, p, sidecar_arg(o.sidecar), &wq);
   } catch (const std::system_error& e) {
-    throw std::runtime_error(fmt::format("can't enable '{}': {}", o.file, e.what()));
+    throw usage_error(fmt::format("can't enable '{}': {}", o.file, e.what()));
   }
   fmt::print("{}:{} {} (sidecar {}, tree {} bytes)\n", verity::to_string(p.alg),
              verity::to_hex(verity::file_digest(t)), o.file,
@@ -121,7 +121,7 @@ void run_verify(const std::string& file, const std::string& sidecar) {
   try {
     v.emplace(file, wq, sidecar_arg(sidecar));
   } catch (const std::system_error& e) {
-    throw std::runtime_error(e.what());
+    throw usage_error(e.what());  // missing/unreadable file, missing or truncated sidecar
   }
   std::vector<std::uint8_t> buf(1 << 20);
   std::uint64_t total = 0;
@@ -153,16 +153,16 @@ struct bench_side {
   double seconds = 0;
   nlohmann::json to_json() const {
     return {{"queue", queue},
-            {"sched_latency_us", {{"p50", sched_ns.percentile(50) / 1e3},
-                                  {"p99", sched_ns.percentile(99) / 1e3},
-                                  {"max", sched_ns.max() / 1e3},
-                                  {"mean", sched_ns.mean() / 1e3}}},
-            {"workers_run_delay_us", static_cast<double>(run_delay_ns) / 1e3},
+            {"queue_to_start_us", {{"p50", sched_ns.percentile(50) / 1e3},
+                                   {"p99", sched_ns.percentile(99) / 1e3},
+                                   {"max", sched_ns.max() / 1e3},
+                                   {"total", sched_ns.mean() * static_cast<double>(sched_ns.count()) / 1e3}}},
+            {"run_delay_ms", static_cast<double>(run_delay_ns) / 1e6},
             {"read_latency_us", {{"p50", read_ns.percentile(50) / 1e3},
                                  {"p99", read_ns.percentile(99) / 1e3},
                                  {"max", read_ns.max() / 1e3}}},
             {"reads", read_ns.count()},
-            {"throughput_mib_s", static_cast<double>(bytes) / (1 << 20) / seconds}};
+            {"mib_per_s", static_cast<double>(bytes) / (1 << 20) / seconds}};
   }
 };
 
@@ -244,7 +244,10 @@ nlohmann::json run_bench_json(const bench_cli& o) {
           {"read_kib", o.read_kib},
           {"unbound", unbound.to_json()},
           {"bound", bound.to_json()},
-          {"sched_latency_mean_drop_pct", drop(unbound.sched_ns.mean(), bound.sched_ns.mean())},
+          // The seed's figure: total time verification work waited to start (time runnable).
+          {"sched_latency_drop_pct",
+           drop(unbound.sched_ns.mean() * static_cast<double>(unbound.sched_ns.count()),
+                bound.sched_ns.mean() * static_cast<double>(bound.sched_ns.count()))},
           {"sched_latency_p99_drop_pct",
            drop(static_cast<double>(unbound.sched_ns.percentile(99)), static_cast<double>(bound.sched_ns.percentile(99)))},
           {"run_delay_drop_pct", drop(static_cast<double>(unbound.run_delay_ns), static_cast<double>(bound.run_delay_ns))},
@@ -253,19 +256,26 @@ nlohmann::json run_bench_json(const bench_cli& o) {
 }
 
 std::string bench_markdown(const nlohmann::json& j) {
-  std::string md = "| queue | sched p50 / p99 / max us | workers run_delay us | read p50 / p99 / max us | MiB/s |\n|---|---|---|---|---|\n";
+  std::string md = "| queue | queue->start p50 / p99 / max us | total waited ms | workers run_delay ms | read p50 / p99 / max us | MiB/s |\n|---|---|---|---|---|---|\n";
   for (const char* side : {"unbound", "bound"}) {
     const auto& r = j[side];
-    md += fmt::format("| {} ({}) | {:.1f} / {:.1f} / {:.1f} | {:.0f} | {:.1f} / {:.1f} / {:.1f} | {:.0f} |\n",
-                      side, r["queue"].get<std::string>(), r["sched_latency_us"]["p50"].get<double>(),
-                      r["sched_latency_us"]["p99"].get<double>(), r["sched_latency_us"]["max"].get<double>(),
-                      r["workers_run_delay_us"].get<double>(), r["read_latency_us"]["p50"].get<double>(),
-                      r["read_latency_us"]["p99"].get<double>(), r["read_latency_us"]["max"].get<double>(),
-                      r["throughput_mib_s"].get<double>());
+    const auto& q = r["queue_to_start_us"];
+    const auto& rl = r["read_latency_us"];
+    md += fmt::format("| {} ({}) | {:.1f} / {:.1f} / {:.1f} | {:.1f} | {:.1f} | {:.1f} / {:.1f} / {:.1f} | {:.0f} |\n",
+                      side, r["queue"].get<std::string>(), q["p50"].get<double>(), q["p99"].get<double>(),
+                      q["max"].get<double>(), q["total"].get<double>() / 1e3, r["run_delay_ms"].get<double>(),
+                      rl["p50"].get<double>(), rl["p99"].get<double>(), rl["max"].get<double>(),
+                      r["mib_per_s"].get<double>());
   }
-  md += fmt::format("\nOurs: verification scheduler latency (mean) -{:.1f}% unbound -> bound, p99 -{:.1f}%, "
-                    "workers' runqueue wait -{:.1f}%, read p99 -{:.1f}% (seed: -96% time runnable on ARM64).\n\n",
-                    j["sched_latency_mean_drop_pct"].get<double>(), j["sched_latency_p99_drop_pct"].get<double>(),
+  md += fmt::format("\nOurs: verification scheduler latency (total time waiting to start) -{:.1f}% from the "
+                    "unbound to the per-CPU queue (p99 -{:.1f}%), workers' runqueue wait -{:.1f}%, read p99 "
+                    "-{:.1f}%. Seed: -96% time runnable (553.8 ms -> 19.0 ms) on an ARM64 phone.\n\n"
+                    "What this machine can show: 2 x86 vCPUs with SHA-NI and no storage interrupts (the file "
+                    "is in the page cache), so the bios complete on the reader's CPU and the per-CPU queue "
+                    "keeps verification there, while the unbound queue hands it to whichever worker and CPU "
+                    "is free. It cannot show a phone's big.LITTLE scheduling, cold-start I/O or the 30 ms "
+                    "app-start gain; the direction, not the size, is what transfers.\n\n",
+                    j["sched_latency_drop_pct"].get<double>(), j["sched_latency_p99_drop_pct"].get<double>(),
                     j["run_delay_drop_pct"].get<double>(), j["read_p99_drop_pct"].get<double>());
   return md;
 }

@@ -239,24 +239,65 @@ TEST_F(VerifiedReads, ACorruptBlockFailsWithEioNamingItAndOthersStillRead) {
   EXPECT_EQ(v.stats().failures, 1u);
 }
 
-TEST_F(VerifiedReads, ACorruptTreeOrDescriptorIsCaught) {
-  workqueue wq("vq2");
-  const fs::path f = make(1 << 20, 13);
+// Which of a 1 MiB file's 256 data blocks fail after one flipped bit at `sidecar_offset`
+// (the tree: one top block, then two leaf-level blocks of 128 hashes each).
+std::vector<int> failing_blocks(const fs::path& f, std::uint64_t sidecar_offset, workqueue& wq) {
   enable(f, params{});
   const fs::path side = f.string() + ".verity";
-  corrupt(side, 256 + 4096 + 8);  // inside a leaf-level hash block
+  {
+    std::fstream io(side, std::ios::binary | std::ios::in | std::ios::out);
+    io.seekg(static_cast<std::streamoff>(sidecar_offset));
+    char c = 0;
+    io.get(c);
+    io.seekp(static_cast<std::streamoff>(sidecar_offset));
+    io.put(static_cast<char>(c ^ 1));
+  }
   verified_file v(f, wq);
-  std::vector<std::uint8_t> all(data_.size());
-  EXPECT_THROW(v.read(0, all), std::system_error);
-  corrupt(side, 9);  // data_size in the descriptor
+  std::vector<int> failed;
+  std::vector<std::uint8_t> buf(4096);
+  for (int b = 0; b < 256; ++b) {
+    try {
+      v.read(static_cast<std::uint64_t>(b) * 4096, buf);
+    } catch (const std::system_error& e) {
+      EXPECT_EQ(e.code().value(), EIO);
+      failed.push_back(b);
+    }
+  }
+  return failed;
+}
+
+TEST_F(VerifiedReads, TamperingFailsExactlyTheAffectedReads) {
+  workqueue wq("vq2");
+  const fs::path f = make(1 << 20, 13);
+  std::vector<int> first_leaf(128), all(256);
+  for (int i = 0; i < 256; ++i) all[static_cast<std::size_t>(i)] = i;
+  for (int i = 0; i < 128; ++i) first_leaf[static_cast<std::size_t>(i)] = i;
+  // A bit in the first leaf-level hash block: the data blocks it covers, and only those.
+  EXPECT_EQ(failing_blocks(f, 256 + 4096 + 8, wq), first_leaf);
+  // A bit in the top (upper-level) hash block: every read climbs through it.
+  EXPECT_EQ(failing_blocks(f, 256 + 8, wq), all);
+}
+
+TEST_F(VerifiedReads, BadSidecarsAreRejected) {
+  workqueue wq("vq4");
+  const fs::path f = make(1 << 20, 15);
+  enable(f, params{});
+  const fs::path side = f.string() + ".verity";
+  {
+    std::fstream io(side, std::ios::binary | std::ios::in | std::ios::out);
+    io.seekp(9);
+    io.put('\x7f');  // data_size no longer matches the file
+  }
   try {
     verified_file bad(f, wq);
     ADD_FAILURE() << "a descriptor with the wrong size was accepted";
   } catch (const std::system_error& e) {
     EXPECT_EQ(e.code().value(), EINVAL);
   }
+  fs::resize_file(side, 100);  // truncated: shorter than a descriptor
+  EXPECT_THROW(verified_file(f, wq), std::system_error);
   try {
-    verified_file none(dir_ / "file13", wq, dir_ / "missing.verity");
+    verified_file none(f, wq, dir_ / "missing.verity");
     ADD_FAILURE();
   } catch (const std::system_error& e) {
     EXPECT_EQ(e.code().value(), ENODATA);
