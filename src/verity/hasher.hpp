@@ -2,6 +2,7 @@
 // Not installed.
 #pragma once
 
+#include <openssl/crypto.h>
 #include <openssl/evp.h>
 
 #include <algorithm>
@@ -13,6 +14,14 @@
 
 namespace quiesce::verity::detail {
 
+// Initialises libcrypto once, without its atexit cleanup: that cleanup would run before the
+// workqueue's workers exit (it registers later than the pools) and orphan their per-thread
+// state. Without it, each thread's state is freed when the thread exits.
+inline void init_crypto() {
+  static const bool done = OPENSSL_init_crypto(OPENSSL_INIT_NO_ATEXIT, nullptr) == 1;
+  (void)done;
+}
+
 inline const EVP_MD* md_of(hash_alg alg) { return alg == hash_alg::sha512 ? EVP_sha512() : EVP_sha256(); }
 
 struct ctx_deleter {
@@ -23,7 +32,7 @@ using ctx_ptr = std::unique_ptr<EVP_MD_CTX, ctx_deleter>;
 // Hashes blocks as H(padded salt || block): the salted prefix is absorbed once, then copied.
 class block_hasher {
  public:
-  explicit block_hasher(const params& p) : md_(md_of(p.alg)), base_(EVP_MD_CTX_new()),
+  explicit block_hasher(const params& p) : md_((init_crypto(), md_of(p.alg))), base_(EVP_MD_CTX_new()),
                                            work_(EVP_MD_CTX_new()) {
     if (!base_ || !work_ || EVP_DigestInit_ex(base_.get(), md_, nullptr) != 1) {
       throw std::runtime_error("libcrypto: cannot initialise a digest");

@@ -222,6 +222,7 @@ std::array<std::uint8_t, 256> descriptor(const merkle_tree& t) {
 }
 
 std::vector<std::uint8_t> file_digest(const merkle_tree& t) {
+  detail::init_crypto();
   const auto desc = descriptor(t);
   std::vector<std::uint8_t> out(digest_size(t.p.alg));
   unsigned len = 0;
