@@ -187,9 +187,12 @@ std::size_t verified_file::read(std::uint64_t offset, std::span<std::uint8_t> bu
   const std::uint64_t len = std::min<std::uint64_t>(buf.size(), m.t.data_size - offset);
   const std::uint64_t first = offset / bs, last = (offset + len - 1) / bs;
   // The "bio": whole blocks, read by this thread; the tail block zero-padded.
-  std::vector<std::uint8_t> bio((last - first + 1) * bs, 0);
+  const std::size_t bio_size = (last - first + 1) * bs;
+  auto bio_mem = std::make_unique_for_overwrite<std::uint8_t[]>(bio_size);  // no zeroing
+  const std::span<std::uint8_t> bio(bio_mem.get(), bio_size);
   const std::uint64_t start = first * bs;
   const std::uint64_t want = std::min<std::uint64_t>(bio.size(), m.t.data_size - start);
+  std::fill(bio.begin() + static_cast<std::ptrdiff_t>(want), bio.end(), 0);  // the tail's padding
   for (std::size_t got = 0; got < want;) {
     const ssize_t r = ::pread(m.fd, bio.data() + got, want - got, static_cast<off_t>(start + got));
     if (r < 0 && errno == EINTR) continue;

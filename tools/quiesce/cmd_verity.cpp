@@ -28,6 +28,7 @@ struct digest_cli {
   std::string salt;
   std::string out_tree, out_descriptor;
   bool for_builtin_sig = false;
+  bool single = false;  // --single-thread: no workqueue
 };
 
 // Writes through a temporary file and a rename: never a half-written output.
@@ -60,7 +61,7 @@ void run_digest(const digest_cli& o) {
   for (const std::string& file : o.files) {
     verity::merkle_tree t;
     try {
-      t = verity::build_tree(file, p, &wq);
+      t = verity::build_tree(file, p, o.single ? nullptr : &wq);
     } catch (const std::system_error& e) {
       throw usage_error(fmt::format("can't read '{}': {}", file, e.code().message()));
     }
@@ -305,6 +306,8 @@ const command_registrar verity_command{{"verity", [](CLI::App& app) {
   digest->add_option("--out-descriptor", o->out_descriptor, "Write the descriptor here");
   digest->add_flag("--for-builtin-sig", o->for_builtin_sig,
                    "Print the message a built-in signature signs, as hex");
+  digest->add_flag("--single-thread", o->single,
+                   "Hash on this thread only (default: level 0 in parallel on a workqueue)");
   digest->callback([o] { run_digest(*o); });
 
   auto e = std::make_shared<enable_cli>();
