@@ -316,7 +316,7 @@ struct rcu_stats {
   std::uint64_t synchronize_shared = 0;  // calls satisfied by another caller's grace period
   std::uint64_t callbacks_queued = 0;
   std::uint64_t callbacks_invoked = 0;  // taken for invocation (a batch counts as it starts)
-  std::uint64_t callback_batches = 0;
+  std::uint64_t callback_batches = 0;   // counted as each batch starts running
   std::uint64_t callback_exceptions = 0;
   std::uint64_t misuse_reports = 0;  // synchronize/barrier inside a read-side section
   std::uint64_t stall_infos = 0;     // "grace period number N ... is M ms old"

@@ -35,6 +35,7 @@ void run_batch(rcu_state& st, rcu_head* newest_first) {
   rcu_callbacks& cb = st.callbacks;
   // Counted before they run, so a barrier's waiter (woken by its own node) sees them.
   cb.invoked.fetch_add(count, std::memory_order_relaxed);
+  cb.batches.fetch_add(1, std::memory_order_relaxed);
   while (fifo) {
     rcu_head* next = fifo->next;  // read first: the callback may free its node
     try {
@@ -48,7 +49,6 @@ void run_batch(rcu_state& st, rcu_head* newest_first) {
     }
     fifo = next;
   }
-  cb.batches.fetch_add(1, std::memory_order_relaxed);
 }
 
 void callback_thread(rcu_state& st) {
