@@ -77,7 +77,8 @@ BENCHMARK(quiesce_qsbr_synchronize)->Arg(0)->Arg(2)->Iterations(1)->Unit(benchma
 
 void quiesce_retire_until_barrier(benchmark::State& state) {
   for (auto _ : state) {
-    for (std::int64_t i = 0; i < rcu_bench::retire_items; ++i) quiesce::rcu_retire(new int(1));
+    for (std::int64_t i = 0; i < rcu_bench::retire_items; ++i)
+      quiesce::rcu_retire(new int(1));
     quiesce::rcu_barrier();
   }
   state.SetItemsProcessed(state.iterations() * rcu_bench::retire_items);
@@ -90,7 +91,8 @@ struct retired : quiesce::rcu_obj_base<retired> {
 
 void quiesce_obj_retire_until_barrier(benchmark::State& state) {
   for (auto _ : state) {
-    for (std::int64_t i = 0; i < rcu_bench::retire_items; ++i) (new retired)->retire();
+    for (std::int64_t i = 0; i < rcu_bench::retire_items; ++i)
+      (new retired)->retire();
     quiesce::rcu_barrier();
   }
   state.SetItemsProcessed(state.iterations() * rcu_bench::retire_items);

@@ -24,7 +24,8 @@ void synchronize_latency(benchmark::State& state, Sync sync, ReaderLoop reader_l
   const int busy_readers = static_cast<int>(state.range(0));
   std::atomic<bool> stop{false};
   std::vector<std::thread> readers;
-  for (int i = 0; i < busy_readers; ++i) readers.emplace_back([&] { reader_loop(stop); });
+  for (int i = 0; i < busy_readers; ++i)
+    readers.emplace_back([&] { reader_loop(stop); });
   quiesce::histogram h;
   for (auto _ : state) {
     for (int i = 0; i < sync_samples; ++i) {
@@ -34,7 +35,8 @@ void synchronize_latency(benchmark::State& state, Sync sync, ReaderLoop reader_l
     }
   }
   stop = true;
-  for (auto& t : readers) t.join();
+  for (auto& t : readers)
+    t.join();
   state.counters["p50_us"] = static_cast<double>(h.percentile(50)) / 1e3;
   state.counters["p99_us"] = static_cast<double>(h.percentile(99)) / 1e3;
 }

@@ -42,7 +42,9 @@ struct node {
   int payload;
 };
 
-void free_node(rcu_head* h) { std::free(caa_container_of(h, node, head)); }
+void free_node(rcu_head* h) {
+  std::free(caa_container_of(h, node, head));
+}
 
 void urcu_memb_call_rcu_until_barrier(benchmark::State& state) {
   urcu_memb_register_thread();

@@ -24,7 +24,8 @@ void urcu_qsbr_synchronize(benchmark::State& state) {
       state, [] { urcu_qsbr_synchronize_rcu(); },
       [](std::atomic<bool>& stop) {
         urcu_qsbr_register_thread();
-        while (!stop.load(std::memory_order_relaxed)) urcu_qsbr_quiescent_state();
+        while (!stop.load(std::memory_order_relaxed))
+          urcu_qsbr_quiescent_state();
         urcu_qsbr_unregister_thread();
       });
 }
@@ -35,7 +36,9 @@ struct node {
   int payload;
 };
 
-void free_node(rcu_head* h) { std::free(caa_container_of(h, node, head)); }
+void free_node(rcu_head* h) {
+  std::free(caa_container_of(h, node, head));
+}
 
 void urcu_qsbr_call_rcu_until_barrier(benchmark::State& state) {
   urcu_qsbr_register_thread();

@@ -36,7 +36,8 @@ constexpr int latency_posts = 10'000;
 class mutex_pool {
  public:
   explicit mutex_pool(int threads) {
-    for (int i = 0; i < threads; ++i) workers_.emplace_back([this] { run(); });
+    for (int i = 0; i < threads; ++i)
+      workers_.emplace_back([this] { run(); });
   }
   ~mutex_pool() {
     {
@@ -44,7 +45,8 @@ class mutex_pool {
       stop_ = true;
     }
     cv_.notify_all();
-    for (auto& t : workers_) t.join();
+    for (auto& t : workers_)
+      t.join();
   }
   void post(std::function<void()> fn) {
     {
@@ -75,7 +77,8 @@ class mutex_pool {
 };
 
 void wait_for_count(const std::atomic<std::int64_t>& done, std::int64_t target) {
-  while (done.load(std::memory_order_acquire) < target) std::this_thread::yield();
+  while (done.load(std::memory_order_acquire) < target)
+    std::this_thread::yield();
 }
 
 void report_latency(benchmark::State& state, const quiesce::histogram& h) {
@@ -100,15 +103,23 @@ void throughput_workqueue(benchmark::State& state, quiesce::wq_options options) 
     done = 0;
     for (std::int64_t i = 0; i < throughput_items; ++i) {
       quiesce::work& w = *items[static_cast<std::size_t>(i) % ring];
-      while (!wq.queue(w)) std::this_thread::yield();  // still pending from the last lap
+      while (!wq.queue(w))
+        std::this_thread::yield();  // still pending from the last lap
     }
     wait_for_count(done, throughput_items);
   }
   state.SetItemsProcessed(state.iterations() * throughput_items);
 }
-BENCHMARK_CAPTURE(throughput_workqueue, bound, quiesce::wq_options{})->Unit(benchmark::kMillisecond)->UseRealTime()->Repetitions(3)->ReportAggregatesOnly(true);
+BENCHMARK_CAPTURE(throughput_workqueue, bound, quiesce::wq_options{})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->Repetitions(3)
+    ->ReportAggregatesOnly(true);
 BENCHMARK_CAPTURE(throughput_workqueue, unbound, quiesce::wq_options{.unbound = true})
-    ->Unit(benchmark::kMillisecond)->UseRealTime()->Repetitions(3)->ReportAggregatesOnly(true);
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->Repetitions(3)
+    ->ReportAggregatesOnly(true);
 
 void throughput_tbb(benchmark::State& state) {
   tbb::global_control control(tbb::global_control::max_allowed_parallelism, 3);
@@ -126,7 +137,11 @@ void throughput_tbb(benchmark::State& state) {
   }
   state.SetItemsProcessed(state.iterations() * throughput_items);
 }
-BENCHMARK(throughput_tbb)->Unit(benchmark::kMillisecond)->UseRealTime()->Repetitions(3)->ReportAggregatesOnly(true);
+BENCHMARK(throughput_tbb)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->Repetitions(3)
+    ->ReportAggregatesOnly(true);
 
 void throughput_asio(benchmark::State& state) {
   boost::asio::thread_pool pool(2);
@@ -141,7 +156,11 @@ void throughput_asio(benchmark::State& state) {
   pool.join();
   state.SetItemsProcessed(state.iterations() * throughput_items);
 }
-BENCHMARK(throughput_asio)->Unit(benchmark::kMillisecond)->UseRealTime()->Repetitions(3)->ReportAggregatesOnly(true);
+BENCHMARK(throughput_asio)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->Repetitions(3)
+    ->ReportAggregatesOnly(true);
 
 void throughput_mutex_pool(benchmark::State& state) {
   mutex_pool pool(2);
@@ -155,7 +174,11 @@ void throughput_mutex_pool(benchmark::State& state) {
   }
   state.SetItemsProcessed(state.iterations() * throughput_items);
 }
-BENCHMARK(throughput_mutex_pool)->Unit(benchmark::kMillisecond)->UseRealTime()->Repetitions(3)->ReportAggregatesOnly(true);
+BENCHMARK(throughput_mutex_pool)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->Repetitions(3)
+    ->ReportAggregatesOnly(true);
 
 // ---- (b) post-to-start latency to an idle pool ----
 
@@ -170,7 +193,8 @@ void latency_loop(benchmark::State& state, Post post) {
       const std::uint64_t t0 = quiesce::now_ns();
       post([&started] { started.store(quiesce::now_ns(), std::memory_order_release); });
       std::uint64_t s;
-      while ((s = started.load(std::memory_order_acquire)) == 0) std::this_thread::yield();
+      while ((s = started.load(std::memory_order_acquire)) == 0)
+        std::this_thread::yield();
       h.record(s - t0);
     }
   }
@@ -188,29 +212,48 @@ void latency_workqueue(benchmark::State& state, quiesce::wq_options options) {
   });
   item.flush();
 }
-BENCHMARK_CAPTURE(latency_workqueue, bound, quiesce::wq_options{})->Iterations(1)->Repetitions(5)->ReportAggregatesOnly(true)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(latency_workqueue, bound, quiesce::wq_options{})
+    ->Iterations(1)
+    ->Repetitions(5)
+    ->ReportAggregatesOnly(true)
+    ->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(latency_workqueue, unbound, quiesce::wq_options{.unbound = true})
-    ->Iterations(1)->Repetitions(5)->ReportAggregatesOnly(true)->Unit(benchmark::kMillisecond);
+    ->Iterations(1)
+    ->Repetitions(5)
+    ->ReportAggregatesOnly(true)
+    ->Unit(benchmark::kMillisecond);
 
 void latency_tbb(benchmark::State& state) {
   tbb::global_control control(tbb::global_control::max_allowed_parallelism, 3);
   tbb::task_arena arena(2, 0);
   latency_loop(state, [&](std::function<void()> f) { arena.enqueue(std::move(f)); });
 }
-BENCHMARK(latency_tbb)->Iterations(1)->Repetitions(5)->ReportAggregatesOnly(true)->Unit(benchmark::kMillisecond);
+BENCHMARK(latency_tbb)
+    ->Iterations(1)
+    ->Repetitions(5)
+    ->ReportAggregatesOnly(true)
+    ->Unit(benchmark::kMillisecond);
 
 void latency_asio(benchmark::State& state) {
   boost::asio::thread_pool pool(2);
   latency_loop(state, [&](std::function<void()> f) { boost::asio::post(pool, std::move(f)); });
   pool.join();
 }
-BENCHMARK(latency_asio)->Iterations(1)->Repetitions(5)->ReportAggregatesOnly(true)->Unit(benchmark::kMillisecond);
+BENCHMARK(latency_asio)
+    ->Iterations(1)
+    ->Repetitions(5)
+    ->ReportAggregatesOnly(true)
+    ->Unit(benchmark::kMillisecond);
 
 void latency_mutex_pool(benchmark::State& state) {
   mutex_pool pool(2);
   latency_loop(state, [&](std::function<void()> f) { pool.post(std::move(f)); });
 }
-BENCHMARK(latency_mutex_pool)->Iterations(1)->Repetitions(5)->ReportAggregatesOnly(true)->Unit(benchmark::kMillisecond);
+BENCHMARK(latency_mutex_pool)
+    ->Iterations(1)
+    ->Repetitions(5)
+    ->ReportAggregatesOnly(true)
+    ->Unit(benchmark::kMillisecond);
 
 }  // namespace
 

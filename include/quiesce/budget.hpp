@@ -86,16 +86,14 @@ class resumable_work : public work {
   // Queues the first execution (false if already pending).
   bool start() { return wq_.queue(*this); }
   // Executions so far (all threads may read; updated by the executing worker).
-  std::uint64_t executions() const noexcept {
-    return executions_.load(std::memory_order_relaxed);
-  }
+  std::uint64_t executions() const noexcept { return executions_.load(std::memory_order_relaxed); }
 
  private:
   void run_once();
-  workqueue& wq_;                              // I
-  std::function<budget()> make_budget_;        // I
-  std::function<progress(budget&)> step_;      // I
-  std::atomic<std::uint64_t> executions_{0};   // A: written by the executing worker
+  workqueue& wq_;                             // I
+  std::function<budget()> make_budget_;       // I
+  std::function<progress(budget&)> step_;     // I
+  std::atomic<std::uint64_t> executions_{0};  // A: written by the executing worker
 };
 
 }  // namespace quiesce

@@ -61,7 +61,7 @@ struct store_options {
   gc_mode mode = gc_mode::chunked;
   std::size_t chunk = 64;  // KEY_GC_CHUNK_SIZE (chunked mode)
   std::chrono::nanoseconds slice = std::chrono::microseconds(100);  // budget mode
-  std::chrono::nanoseconds gc_delay = std::chrono::seconds(300);     // key_gc_delay
+  std::chrono::nanoseconds gc_delay = std::chrono::seconds(300);    // key_gc_delay
   // The collector's queue (default: system_wq) and CPU (-1: the queueing thread's).
   workqueue* wq = nullptr;
   int cpu = -1;
@@ -79,9 +79,9 @@ struct key_info {
   bool keyring = false;
   bool revoked = false;
   bool invalidated = false;
-  bool dead = false;            // its type was unregistered
-  int usage = 0;                // references (links and handles)
-  std::int64_t expiry_ns = 0;   // 0 = never
+  bool dead = false;           // its type was unregistered
+  int usage = 0;               // references (links and handles)
+  std::int64_t expiry_ns = 0;  // 0 = never
 };
 
 struct gc_stats {

@@ -56,8 +56,8 @@ struct rcu_head {
   rcu_head() = default;
   rcu_head(const rcu_head&) noexcept {}  // links are never copied
   rcu_head& operator=(const rcu_head&) noexcept { return *this; }
-  rcu_head* next = nullptr;            // L: the callback queue
-  void (*func)(rcu_head*) = nullptr;   // runs (and disposes of) the callback
+  rcu_head* next = nullptr;           // L: the callback queue
+  void (*func)(rcu_head*) = nullptr;  // runs (and disposes of) the callback
 };
 
 // Queues `head` on the domain's callback thread. Never allocates, never throws.
@@ -78,9 +78,9 @@ inline thread_local memb_reader tls_memb;
 
 // Global state of the default domain read by the inline read side.
 struct memb_shared {
-  std::atomic<std::uint64_t> gp_ctr{0};      // A: current grace-period number << 16
-  std::atomic<std::uint32_t> waiting{0};     // A: a writer sleeps waiting for readers
-  std::atomic<bool> membarrier{false};       // A: set once: membarrier is registered
+  std::atomic<std::uint64_t> gp_ctr{0};   // A: current grace-period number << 16
+  std::atomic<std::uint32_t> waiting{0};  // A: a writer sleeps waiting for readers
+  std::atomic<bool> membarrier{false};    // A: set once: membarrier is registered
 };
 extern memb_shared memb;
 
@@ -108,7 +108,8 @@ inline void memb_lock() noexcept {
     r.word.store(w + 1, std::memory_order_relaxed);
     return;
   }
-  if (!r.registered) [[unlikely]] memb_register_slow();
+  if (!r.registered) [[unlikely]]
+    memb_register_slow();
   r.word.store(memb.gp_ctr.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   memb_barrier();  // the word is visible before any read of protected data
 }
@@ -123,7 +124,8 @@ inline void memb_unlock() noexcept {
   memb_barrier();  // every read of protected data is done before the word says so
   r.word.store(w - 1, std::memory_order_release);
   memb_barrier();
-  if (memb.waiting.load(std::memory_order_relaxed)) [[unlikely]] memb_wake_writer();
+  if (memb.waiting.load(std::memory_order_relaxed)) [[unlikely]]
+    memb_wake_writer();
 }
 
 // ---- QSBR and Tasks: per-thread quiescent-state counters ----
@@ -310,7 +312,7 @@ bool rcu_poll_done(rcu_domain& domain, rcu_cookie cookie) noexcept;
 // Grace-period and callback statistics of a domain.
 struct rcu_stats {
   std::string domain;
-  std::uint64_t gp_started = 0;     // grace-period sequence numbers
+  std::uint64_t gp_started = 0;  // grace-period sequence numbers
   std::uint64_t gp_completed = 0;
   std::uint64_t synchronize_calls = 0;
   std::uint64_t synchronize_shared = 0;  // calls satisfied by another caller's grace period

@@ -32,12 +32,12 @@ qs_policy parse_qs_policy(std::string_view text);
 inline constexpr std::size_t page_size = 4096;
 
 struct sanitizer_options {
-  std::size_t pages = 32768;        // 128 MiB
-  unsigned passes = 1;              // clear+verify repetitions per page (the page's cost)
-  double fail_share = 0.01;         // pages that fail the first time (left dirty)
-  double poison_share = 0.001;      // pages found poisoned
+  std::size_t pages = 32768;    // 128 MiB
+  unsigned passes = 1;          // clear+verify repetitions per page (the page's cost)
+  double fail_share = 0.01;     // pages that fail the first time (left dirty)
+  double poison_share = 0.001;  // pages found poisoned
   qs_policy policy = qs_policy::tasks_qs;
-  std::uint64_t seed = 1;           // which pages fail / are poisoned
+  std::uint64_t seed = 1;  // which pages fail / are poisoned
 };
 
 struct pass_counts {
@@ -80,7 +80,7 @@ class page_sanitizer {
 
   sanitizer_options opt_;
   std::unique_ptr<unsigned char[]> memory_;
-  std::vector<std::size_t> dirty_, sanitized_, poisoned_;  // W: the running thread
+  std::vector<std::size_t> dirty_, sanitized_, poisoned_;                 // W: the running thread
   std::atomic<std::size_t> n_dirty_{0}, n_sanitized_{0}, n_poisoned_{0};  // A: for lists()
   std::atomic<bool> stop_{false};
   std::atomic<bool> running_{false};
@@ -106,12 +106,12 @@ struct boot_options {
 
 struct boot_result {
   qs_policy policy = qs_policy::tasks_qs;
-  double waiter_ms = 0;     // the trampoline attach: rcu_synchronize(rcu_tasks_domain())
-  double boot_ms = 0;       // first step to last
+  double waiter_ms = 0;  // the trampoline attach: rcu_synchronize(rcu_tasks_domain())
+  double boot_ms = 0;    // first step to last
   double sanitize_ms = 0;
   std::size_t pages = 0;
   double pages_per_s = 0;
-  std::uint64_t stall_reports = 0;  // watchdog reports about it: info, stall, hung waiter
+  std::uint64_t stall_reports = 0;   // watchdog reports about it: info, stall, hung waiter
   std::vector<std::string> reports;  // their lines, as printed (holdout lines included)
 };
 

@@ -17,9 +17,9 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
-#include <atomic>
 #include <filesystem>
 #include <memory>
 #include <optional>
@@ -43,8 +43,8 @@ hash_alg parse_hash_alg(std::string_view text);
 
 struct params {
   hash_alg alg = hash_alg::sha256;
-  std::size_t block_size = 4096;    // a power of two, >= 2 * digest size
-  std::vector<std::uint8_t> salt;   // 0..32 bytes
+  std::size_t block_size = 4096;   // a power of two, >= 2 * digest size
+  std::vector<std::uint8_t> salt;  // 0..32 bytes
   // Throws std::invalid_argument naming the bad field.
   void validate() const;
 };
@@ -66,8 +66,7 @@ struct merkle_tree {
 // file). With `wq`, level 0 is hashed in parallel by work items on it (each reads its own
 // range). Throws std::system_error if the file cannot be read, std::invalid_argument for
 // bad params.
-merkle_tree build_tree(const std::filesystem::path& path, const params& p,
-                       workqueue* wq = nullptr);
+merkle_tree build_tree(const std::filesystem::path& path, const params& p, workqueue* wq = nullptr);
 // The same for bytes in memory.
 merkle_tree build_tree(const std::uint8_t* data, std::size_t size, const params& p);
 
@@ -86,10 +85,10 @@ merkle_tree enable(const std::filesystem::path& file, const params& p,
 // Counters of a verified_file.
 struct read_stats {
   std::uint64_t reads = 0;
-  std::uint64_t blocks_verified = 0;     // data blocks hashed and checked
-  std::uint64_t hash_blocks_checked = 0; // tree blocks hashed while climbing
-  std::uint64_t hash_block_hits = 0;     // climbs that stopped at an already-verified block
-  std::uint64_t failures = 0;            // reads failed with EIO
+  std::uint64_t blocks_verified = 0;      // data blocks hashed and checked
+  std::uint64_t hash_blocks_checked = 0;  // tree blocks hashed while climbing
+  std::uint64_t hash_block_hits = 0;      // climbs that stopped at an already-verified block
+  std::uint64_t failures = 0;             // reads failed with EIO
 };
 
 // A file read through fs-verity. Thread-safe: many reader threads may read at once.

@@ -59,12 +59,12 @@ watchdog_config get_watchdog_config();
 
 // What the watchdog has found since the process started.
 struct watchdog_counters {
-  std::uint64_t wq_lockups = 0;      // lockup reports printed
-  std::uint64_t wq_cpu_hogs = 0;     // executions marked CPU-intensive
-  std::uint64_t wq_hog_reports = 0;  // "hogged CPU" lines printed
-  std::uint64_t wq_sleepers = 0;     // workers found asleep with work pending
-  std::uint64_t rcu_stall_infos = 0; // "grace period number N ... is M ms old" lines
-  std::uint64_t rcu_stalls = 0;      // "detected stalls on threads" reports
+  std::uint64_t wq_lockups = 0;        // lockup reports printed
+  std::uint64_t wq_cpu_hogs = 0;       // executions marked CPU-intensive
+  std::uint64_t wq_hog_reports = 0;    // "hogged CPU" lines printed
+  std::uint64_t wq_sleepers = 0;       // workers found asleep with work pending
+  std::uint64_t rcu_stall_infos = 0;   // "grace period number N ... is M ms old" lines
+  std::uint64_t rcu_stalls = 0;        // "detected stalls on threads" reports
   std::uint64_t rcu_hung_waiters = 0;  // "blocked for more than N seconds" reports
 };
 watchdog_counters get_watchdog_counters();

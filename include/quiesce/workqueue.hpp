@@ -101,26 +101,26 @@ class work {
 
   // The state below is shared between queuers, workers, the timer and cancellers; each
   // field names what protects it (L(x) = lock x held; A = atomic).
-  std::atomic<std::uint32_t> flags_{0};  // A: PENDING, CANCELING (see src/wq/work_flags.hpp)
+  std::atomic<std::uint32_t> flags_{0};       // A: PENDING, CANCELING (see src/wq/work_flags.hpp)
   std::atomic<std::uint64_t> last_id_{0};     // A: instances ever queued (id of the newest)
   std::atomic<std::uint64_t> pending_id_{0};  // A: id of the queued instance, 0 if none
   std::atomic<std::uint64_t> running_id_{0};  // A: id of the running instance, 0 if none
-  std::atomic<detail::pool*> queued_pool_{nullptr};  // A: pool whose list holds the item
+  std::atomic<detail::pool*> queued_pool_{nullptr};           // A: pool whose list holds the item
   std::atomic<detail::active_domain*> inactive_in_{nullptr};  // A: domain holding it inactive
-  std::atomic<detail::pool*> last_pool_{nullptr};    // A: pool that last ran it
-  list_node node_;                    // L(queued_pool_ or inactive_in_)
-  void* on_list_ = nullptr;           // L(queued_pool_): the pool list holding it
-  detail::pwq* pwq_ = nullptr;        // L(same): the queue it was queued through
+  std::atomic<detail::pool*> last_pool_{nullptr};             // A: pool that last ran it
+  list_node node_;                                            // L(queued_pool_ or inactive_in_)
+  void* on_list_ = nullptr;                   // L(queued_pool_): the pool list holding it
+  detail::pwq* pwq_ = nullptr;                // L(same): the queue it was queued through
   detail::worker* current_worker_ = nullptr;  // L(last_pool_): the worker running it
-  int color_ = 0;                     // L(same): flush color at queueing
-  bool active_ = false;               // L(same): counted in its domain's nr_active
-  std::uint64_t queued_ns_ = 0;       // L(same)
-  std::uint64_t activated_ns_ = 0;    // L(same)
+  int color_ = 0;                             // L(same): flush color at queueing
+  bool active_ = false;                       // L(same): counted in its domain's nr_active
+  std::uint64_t queued_ns_ = 0;               // L(same)
+  std::uint64_t activated_ns_ = 0;            // L(same)
   // Delayed work only: the timer entry. L(timer lock).
   std::uint64_t timer_deadline_ns_ = 0;
-  std::uint64_t timer_seq_ = 0;       // L(timer): 0 = not armed
-  workqueue* timer_wq_ = nullptr;     // L(timer)
-  int timer_cpu_ = -1;                // L(timer)
+  std::uint64_t timer_seq_ = 0;    // L(timer): 0 = not armed
+  workqueue* timer_wq_ = nullptr;  // L(timer)
+  int timer_cpu_ = -1;             // L(timer)
 };
 
 // A work item that can be queued after a delay. One timer thread serves the whole process.
@@ -132,18 +132,18 @@ class delayed_work : public work {
 // Counters and latency histograms of one workqueue (all pools it uses).
 struct wq_stats {
   std::string name;
-  std::uint64_t queued = 0;      // queue() calls that returned true (incl. delayed, on firing)
-  std::uint64_t executed = 0;    // executions finished
-  std::uint64_t cancelled = 0;   // pending instances removed by cancel
-  std::uint64_t exceptions = 0;  // executions that threw
-  std::uint64_t hog_reports = 0; // executions the watchdog marked CPU-intensive
-  std::uint64_t rejected = 0;    // queue() refused while draining
-  std::uint64_t flushes = 0;     // flush() calls (incl. drain's) that have begun to wait
-  bool draining = false;         // a drain() (or the destructor) is in progress
-  int max_active = 0;            // the effective limit (per CPU for bound queues)
-  int peak_active = 0;           // the most items ever active at once in one domain
-  histogram queue_to_start_ns;   // queued -> execution started
-  histogram run_ns;              // execution time (wall clock)
+  std::uint64_t queued = 0;       // queue() calls that returned true (incl. delayed, on firing)
+  std::uint64_t executed = 0;     // executions finished
+  std::uint64_t cancelled = 0;    // pending instances removed by cancel
+  std::uint64_t exceptions = 0;   // executions that threw
+  std::uint64_t hog_reports = 0;  // executions the watchdog marked CPU-intensive
+  std::uint64_t rejected = 0;     // queue() refused while draining
+  std::uint64_t flushes = 0;      // flush() calls (incl. drain's) that have begun to wait
+  bool draining = false;          // a drain() (or the destructor) is in progress
+  int max_active = 0;             // the effective limit (per CPU for bound queues)
+  int peak_active = 0;            // the most items ever active at once in one domain
+  histogram queue_to_start_ns;    // queued -> execution started
+  histogram run_ns;               // execution time (wall clock)
   // Scheduler view of the workers of the pools this queue uses (summed over workers alive
   // now): time runnable but waiting for a CPU is run_delay_ns. Zero if schedstat is absent.
   sched_sample workers;
@@ -152,14 +152,14 @@ struct wq_stats {
 // What one worker pool looks like now (for tests, reports and watchdog dumps).
 struct pool_info {
   int id = 0;
-  std::string cpus;       // cpulist
+  std::string cpus;  // cpulist
   int node = 0;
-  bool bound = true;      // a per-CPU pool
+  bool bound = true;  // a per-CPU pool
   int nice = 0;
-  unsigned flags = 0;     // the kernel's POOL_* flags (POOL_DISASSOCIATED 0x4 when unbound)
+  unsigned flags = 0;  // the kernel's POOL_* flags (POOL_DISASSOCIATED 0x4 when unbound)
   int nr_workers = 0;
   int nr_idle = 0;
-  int nr_running = 0;     // bound pools: workers counted as running
+  int nr_running = 0;          // bound pools: workers counted as running
   std::size_t nr_pending = 0;  // items on the worklist
 };
 

@@ -24,7 +24,9 @@ budget budget::time(std::chrono::nanoseconds slice) {
   return budget(kind::time, 0, static_cast<std::uint64_t>(slice.count()));
 }
 
-budget budget::unlimited() noexcept { return budget(kind::unlimited, 0, 0); }
+budget budget::unlimited() noexcept {
+  return budget(kind::unlimited, 0, 0);
+}
 
 void budget::restart() noexcept {
   spent_ = 0;
@@ -81,8 +83,7 @@ void adaptive_budget::record(std::size_t items, std::chrono::nanoseconds took) n
   chunk_ = std::clamp(static_cast<std::size_t>(wanted), min_items_, max_items_);
 }
 
-resumable_work::resumable_work(std::string name, workqueue& wq,
-                               std::function<budget()> make_budget,
+resumable_work::resumable_work(std::string name, workqueue& wq, std::function<budget()> make_budget,
                                std::function<progress(budget&)> step)
     : work(std::move(name), [this](work&) { run_once(); }),
       wq_(wq),

@@ -21,9 +21,12 @@ void queue_gc(store_state& st) {
 // The budget of one step (scan or destroy) of one execution.
 budget step_budget(store_state& st) {
   switch (st.opt.mode) {
-    case gc_mode::monolithic: return budget::unlimited();
-    case gc_mode::chunked: return budget::items(st.opt.chunk);
-    case gc_mode::budget: return st.sizer->next();
+    case gc_mode::monolithic:
+      return budget::unlimited();
+    case gc_mode::chunked:
+      return budget::items(st.opt.chunk);
+    case gc_mode::budget:
+      return st.sizer->next();
   }
   return budget::unlimited();
 }
@@ -43,7 +46,8 @@ void keyring_gc(store_state& st, key& keyring, std::int64_t limit) {
   link_set* cur = keyring.links.load(std::memory_order_acquire);
   if (!cur) return;
   std::vector<key*> keep, drop;
-  for (key* k : cur->keys) (link_is_garbage(st, *k, limit) ? drop : keep).push_back(k);
+  for (key* k : cur->keys)
+    (link_is_garbage(st, *k, limit) ? drop : keep).push_back(k);
   if (drop.empty()) return;
   st.links_dropped.fetch_add(drop.size(), std::memory_order_relaxed);
   publish_links(st, keyring, std::move(keep), std::move(drop));
@@ -112,7 +116,8 @@ void destroy_key(store_state& st, std::unique_ptr<key> k) {
     // its link set goes now, dropping the references it held.
     if (link_set* set = k->links.exchange(nullptr)) {
       std::unique_ptr<link_set> owned(set);
-      for (key* linked : owned->keys) key_put(st, *linked);
+      for (key* linked : owned->keys)
+        key_put(st, *linked);
     }
   }
   st.destroyed.fetch_add(1, std::memory_order_relaxed);

@@ -42,9 +42,9 @@ inline constexpr unsigned st_dead_2 = 0x20;
 inline constexpr unsigned st_dead_3 = 0x40;
 
 struct key_type_rec {
-  std::string name;                            // I
-  std::function<void(std::string&)> destroy;   // I
-  bool dead = false;                           // L: serial_lock
+  std::string name;                           // I
+  std::function<void(std::string&)> destroy;  // I
+  bool dead = false;                          // L: serial_lock
 };
 
 struct key;
@@ -63,11 +63,11 @@ struct link_set : rcu_obj_base<link_set, link_set_reclaim> {
 };
 
 struct key {
-  key_serial serial = 0;               // I
-  key_type_rec* type = nullptr;        // L: serial_lock (retyped when its type is reaped)
-  std::string description;             // I
-  std::string payload;                 // L: serial_lock (destroyed by the collector)
-  bool keyring = false;                // I
+  key_serial serial = 0;                    // I
+  key_type_rec* type = nullptr;             // L: serial_lock (retyped when its type is reaped)
+  std::string description;                  // I
+  std::string payload;                      // L: serial_lock (destroyed by the collector)
+  bool keyring = false;                     // I
   std::atomic<std::int64_t> expiry{never};  // A
   std::atomic<std::uint32_t> flags{0};      // A
   std::atomic<int> usage{0};                // A: links and key_refs
@@ -77,35 +77,35 @@ struct key {
 
 struct store_state {
   explicit store_state(const store_options& o);
-  store_options opt;          // I (normalised)
-  workqueue* wq = nullptr;    // I
+  store_options opt;        // I (normalised)
+  workqueue* wq = nullptr;  // I
 
   mutable std::mutex serial_lock;
-  std::map<key_serial, std::unique_ptr<key>> tree;                 // L: serial_lock
-  std::map<std::string, std::unique_ptr<key_type_rec>> types;      // L: serial_lock
-  key_type_rec dead_type{".dead", {}, true};                        // I
-  key_serial root = 0;                                              // I after construction
-  std::uint64_t rng_state = 0;                                      // L: serial_lock
+  std::map<key_serial, std::unique_ptr<key>> tree;             // L: serial_lock
+  std::map<std::string, std::unique_ptr<key_type_rec>> types;  // L: serial_lock
+  key_type_rec dead_type{".dead", {}, true};                   // I
+  key_serial root = 0;                                         // I after construction
+  std::uint64_t rng_state = 0;                                 // L: serial_lock
 
   // Collector requests and the type being reaped.
-  std::atomic<std::uint32_t> gc_flags{0};   // A
-  key_type_rec* reaping_type = nullptr;     // L: serial_lock
-  std::mutex unregister_lock;               // one type unregistration at a time
+  std::atomic<std::uint32_t> gc_flags{0};  // A
+  key_type_rec* reaping_type = nullptr;    // L: serial_lock
+  std::mutex unregister_lock;              // one type unregistration at a time
   std::mutex reap_lock;
-  std::condition_variable reap_done;        // signalled when gc_reaping_keytype clears
+  std::condition_variable reap_done;  // signalled when gc_reaping_keytype clears
 
   // Collector state: touched only by its work item (W).
   bool in_pass = false;
   std::map<key_serial, std::unique_ptr<key>>::iterator cursor;
-  std::int64_t limit = 0;       // "now" at the start of the pass
+  std::int64_t limit = 0;  // "now" at the start of the pass
   std::int64_t new_timer = never;
   unsigned state = 0;
   std::vector<std::unique_ptr<key>> graveyard;
   std::size_t destroyed_in_graveyard = 0;
   std::optional<adaptive_budget> sizer;
 
-  std::unique_ptr<work> gc_work;            // I
-  std::unique_ptr<delayed_work> gc_timer;   // I
+  std::unique_ptr<work> gc_work;              // I
+  std::unique_ptr<delayed_work> gc_timer;     // I
   std::atomic<std::int64_t> timer_at{never};  // A: when the armed timer fires (store clock)
 
   std::atomic<std::uint64_t> executions{0}, passes{0}, destroyed{0}, grace_periods{0},

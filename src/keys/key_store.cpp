@@ -26,7 +26,9 @@ store_state::store_state(const store_options& o) : opt(o) {
   rng_state = now_ns() | 1;
 }
 
-void key_get(key& k) noexcept { k.usage.fetch_add(1, std::memory_order_relaxed); }
+void key_get(key& k) noexcept {
+  k.usage.fetch_add(1, std::memory_order_relaxed);
+}
 
 void key_put(store_state& st, key& k) noexcept {
   // The last reference gone: the collector will find the key unreferenced (kernel: key_put
@@ -36,7 +38,8 @@ void key_put(store_state& st, key& k) noexcept {
 
 void link_set_reclaim::operator()(link_set* set) const {
   std::unique_ptr<link_set> owned(set);
-  for (key* k : owned->to_put) key_put(*owned->store, *k);
+  for (key* k : owned->to_put)
+    key_put(*owned->store, *k);
 }
 
 void publish_links(store_state& st, key& keyring, std::vector<key*> keys,
@@ -167,11 +170,15 @@ key_store::~key_store() {
   rcu_barrier();
 }
 
-key_serial key_store::root() const noexcept { return impl_->st.root; }
-const store_options& key_store::options() const noexcept { return impl_->st.opt; }
+key_serial key_store::root() const noexcept {
+  return impl_->st.root;
+}
+const store_options& key_store::options() const noexcept {
+  return impl_->st.opt;
+}
 
-key_serial key_store::add_key(std::string_view type, std::string description,
-                              std::string payload, key_serial keyring) {
+key_serial key_store::add_key(std::string_view type, std::string description, std::string payload,
+                              key_serial keyring) {
   if (type == "keyring") return add_keyring(std::move(description), keyring);
   return impl_->create(type, std::move(description), std::move(payload), keyring, false);
 }
@@ -250,8 +257,12 @@ void key_store::mark(key_serial serial, std::uint32_t flag, bool schedule_now) {
   if (schedule_now) schedule_gc(im.st, true);
 }
 
-void key_store::revoke(key_serial key) { mark(key, flag_revoked, false); }
-void key_store::invalidate(key_serial key) { mark(key, flag_invalidated, true); }
+void key_store::revoke(key_serial key) {
+  mark(key, flag_revoked, false);
+}
+void key_store::invalidate(key_serial key) {
+  mark(key, flag_invalidated, true);
+}
 
 void key_store::set_timeout(key_serial serial, std::chrono::nanoseconds timeout) {
   if (timeout < std::chrono::nanoseconds::zero()) {
@@ -289,9 +300,8 @@ std::vector<key_serial> key_store::links(key_serial keyring) const {
   return out;
 }
 
-void key_store::for_each_link(
-    key_serial keyring_serial,
-    const std::function<void(const std::string&, key_serial)>& fn) const {
+void key_store::for_each_link(key_serial keyring_serial,
+                              const std::function<void(const std::string&, key_serial)>& fn) const {
   key* r = nullptr;
   {
     std::lock_guard guard(impl_->st.serial_lock);
@@ -301,7 +311,8 @@ void key_store::for_each_link(
   {
     std::scoped_lock reading(rcu_default_domain());
     if (const link_set* set = r->links.load(std::memory_order_acquire)) {
-      for (const key* k : set->keys) fn(k->description, k->serial);
+      for (const key* k : set->keys)
+        fn(k->description, k->serial);
     }
   }
   key_put(impl_->st, *r);
@@ -316,8 +327,14 @@ key_info key_store::info(key_serial serial) const {
   const key& k = *it->second;
   const std::uint32_t f = k.flags.load();
   const std::int64_t e = k.expiry.load();
-  return {k.serial, k.type->name, k.description, k.keyring, (f & flag_revoked) != 0,
-          (f & flag_invalidated) != 0, (f & flag_dead) != 0, k.usage.load(),
+  return {k.serial,
+          k.type->name,
+          k.description,
+          k.keyring,
+          (f & flag_revoked) != 0,
+          (f & flag_invalidated) != 0,
+          (f & flag_dead) != 0,
+          k.usage.load(),
           e == never ? 0 : e};
 }
 
@@ -373,7 +390,9 @@ void key_store::unregister_type(std::string_view name) {
   }
 }
 
-void key_store::gc_request() { schedule_gc(impl_->st, false); }
+void key_store::gc_request() {
+  schedule_gc(impl_->st, false);
+}
 
 void key_store::gc_check_expired() {
   impl_->st.timer_at.store(never);
@@ -423,9 +442,12 @@ key_serial key_ref::serial() const noexcept {
 
 const char* to_string(gc_mode mode) noexcept {
   switch (mode) {
-    case gc_mode::monolithic: return "monolithic";
-    case gc_mode::chunked: return "chunked";
-    case gc_mode::budget: return "budget";
+    case gc_mode::monolithic:
+      return "monolithic";
+    case gc_mode::chunked:
+      return "chunked";
+    case gc_mode::budget:
+      return "budget";
   }
   return "?";
 }

@@ -87,8 +87,8 @@ void start_thread(rcu_state& st) noexcept {
     });
   } catch (const std::exception& e) {
     log(log_level::err,
-        fmt::format("{}: cannot start the callback thread: {}; callbacks will not run",
-                    st.name, e.what()));
+        fmt::format("{}: cannot start the callback thread: {}; callbacks will not run", st.name,
+                    e.what()));
   }
 }
 
@@ -155,7 +155,8 @@ void rcu_barrier(rcu_domain& domain) noexcept {
   }
   barrier_node node;
   detail::rcu_enqueue(domain, &node);
-  while (node.done.load(std::memory_order_acquire) == 0) detail::futex_wait(node.done, 0);
+  while (node.done.load(std::memory_order_acquire) == 0)
+    detail::futex_wait(node.done, 0);
 }
 
 rcu_cookie rcu_start_poll(rcu_domain& domain) {
@@ -194,8 +195,8 @@ rcu_stats rcu_domain_stats(rcu_domain& domain) {
     std::lock_guard guard(st.stats_lock);
     s.gp_duration_ns = st.gp_duration_ns;
   }
-  s.membarrier = st.kind == detail::rcu_kind::memb &&
-                 detail::memb.membarrier.load(std::memory_order_relaxed);
+  s.membarrier =
+      st.kind == detail::rcu_kind::memb && detail::memb.membarrier.load(std::memory_order_relaxed);
   return s;
 }
 

@@ -33,8 +33,7 @@ rcu_domain tasks_domain_object = A::make(A::tasks);
 rcu_state* const* states() noexcept {
   static never_destroyed<rcu_state> memb_state(default_domain_object, "rcu", rcu_kind::memb);
   static never_destroyed<rcu_state> qsbr_state(qsbr_domain_object, "rcu_qsbr", rcu_kind::qsbr);
-  static never_destroyed<rcu_state> tasks_state(tasks_domain_object, "rcu_tasks",
-                                                rcu_kind::tasks);
+  static never_destroyed<rcu_state> tasks_state(tasks_domain_object, "rcu_tasks", rcu_kind::tasks);
   static rcu_state* const all[3] = {&memb_state.get(), &qsbr_state.get(), &tasks_state.get()};
   return all;
 }
@@ -80,8 +79,12 @@ void register_thread(rcu_state& st, registration& reg, std::atomic<std::uint64_t
   st.readers.push_back(&reg.entry);
 }
 
-qs_shared& shared_of(rcu_kind k) noexcept { return k == rcu_kind::qsbr ? qsbr : tasks; }
-qs_reader& tls_of(rcu_kind k) noexcept { return k == rcu_kind::qsbr ? tls_qsbr : tls_tasks; }
+qs_shared& shared_of(rcu_kind k) noexcept {
+  return k == rcu_kind::qsbr ? qsbr : tasks;
+}
+qs_reader& tls_of(rcu_kind k) noexcept {
+  return k == rcu_kind::qsbr ? tls_qsbr : tls_tasks;
+}
 
 void qs_online(rcu_kind k) noexcept {
   qs_shared& shared = shared_of(k);
@@ -116,7 +119,9 @@ rcu_kind kind_of(rcu_domain& d) noexcept {
 
 }  // namespace
 
-rcu_state& state_of(rcu_domain& d) noexcept { return *states()[static_cast<int>(kind_of(d))]; }
+rcu_state& state_of(rcu_domain& d) noexcept {
+  return *states()[static_cast<int>(kind_of(d))];
+}
 
 rcu_state* const* all_states(std::size_t& n) noexcept {
   n = 3;
@@ -133,7 +138,9 @@ void memb_register_slow() noexcept {
   }
 }
 
-void memb_wake_writer() noexcept { wake_writer(memb.waiting); }
+void memb_wake_writer() noexcept {
+  wake_writer(memb.waiting);
+}
 
 void qs_report_slow(qs_shared& shared, qs_reader& reader) noexcept {
   std::atomic_thread_fence(std::memory_order_seq_cst);  // our reads are done
@@ -147,15 +154,24 @@ void qs_report_slow(qs_shared& shared, qs_reader& reader) noexcept {
 using detail::rcu_access;
 using detail::rcu_kind;
 
-rcu_domain& rcu_default_domain() noexcept { return detail::default_domain_object; }
-rcu_domain& rcu_qsbr_domain() noexcept { return detail::qsbr_domain_object; }
-rcu_domain& rcu_tasks_domain() noexcept { return detail::tasks_domain_object; }
+rcu_domain& rcu_default_domain() noexcept {
+  return detail::default_domain_object;
+}
+rcu_domain& rcu_qsbr_domain() noexcept {
+  return detail::qsbr_domain_object;
+}
+rcu_domain& rcu_tasks_domain() noexcept {
+  return detail::tasks_domain_object;
+}
 
 const char* rcu_domain::name() const noexcept {
   switch (kind_) {
-    case kind::memb: return "rcu";
-    case kind::qsbr: return "rcu_qsbr";
-    case kind::tasks: return "rcu_tasks";
+    case kind::memb:
+      return "rcu";
+    case kind::qsbr:
+      return "rcu_qsbr";
+    case kind::tasks:
+      return "rcu_tasks";
   }
   return "?";
 }
@@ -167,10 +183,9 @@ void rcu_thread_online(rcu_domain& domain) {
   }
   detail::qs_reader& r = detail::tls_of(k);
   if (!r.registered) {
-    detail::register_thread(detail::state_of(domain),
-                            k == rcu_kind::qsbr ? detail::qsbr_registration
-                                                : detail::tasks_registration,
-                            r.ctr);
+    detail::register_thread(
+        detail::state_of(domain),
+        k == rcu_kind::qsbr ? detail::qsbr_registration : detail::tasks_registration, r.ctr);
     r.registered = true;
   }
   detail::qs_online(k);

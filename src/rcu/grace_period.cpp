@@ -79,8 +79,13 @@ void run_grace_period(rcu_state& st, std::uint64_t n) {
   rcu_watchdog_install();
   watchdog_hold();  // the stall detector runs while a grace period is in progress
   if (trace::enabled()) {
-    trace::emit({.ts_ns = start, .name = trace::rcu_grace_period_start, .category = "rcu",
-                 .str_key = "domain", .str_val = st.name, .num_key = "gp", .num_val = n});
+    trace::emit({.ts_ns = start,
+                 .name = trace::rcu_grace_period_start,
+                 .category = "rcu",
+                 .str_key = "domain",
+                 .str_val = st.name,
+                 .num_key = "gp",
+                 .num_val = n});
   }
   master_barrier(st);  // removals before the call are ordered before the scan
   std::uint64_t target;
@@ -101,8 +106,13 @@ void run_grace_period(rcu_state& st, std::uint64_t n) {
     st.gp_duration_ns.record(end - start);
   }
   if (trace::enabled()) {
-    trace::emit({.ts_ns = end, .name = trace::rcu_grace_period_end, .category = "rcu",
-                 .str_key = "domain", .str_val = st.name, .num_key = "gp", .num_val = n});
+    trace::emit({.ts_ns = end,
+                 .name = trace::rcu_grace_period_end,
+                 .category = "rcu",
+                 .str_key = "domain",
+                 .str_val = st.name,
+                 .num_key = "gp",
+                 .num_val = n});
   }
   st.gp_completed.store(n, std::memory_order_seq_cst);
   watchdog_release();
@@ -184,7 +194,9 @@ bool rcu_poll_done(rcu_domain& domain, rcu_cookie cookie) noexcept {
 }
 
 namespace detail {
-bool barrier_inside_reader(rcu_state& st) { return misuse_inside_reader(st, "rcu_barrier"); }
+bool barrier_inside_reader(rcu_state& st) {
+  return misuse_inside_reader(st, "rcu_barrier");
+}
 }  // namespace detail
 
 }  // namespace quiesce

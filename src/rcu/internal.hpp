@@ -15,8 +15,8 @@
 #include <string>
 #include <thread>
 
-#include "quiesce/histogram.hpp"
 #include "quiesce/clock.hpp"
+#include "quiesce/histogram.hpp"
 #include "quiesce/list.hpp"
 #include "quiesce/rcu.hpp"
 #include "quiesce/thread.hpp"
@@ -43,32 +43,32 @@ struct rcu_waiter {
 };
 
 struct rcu_callbacks {
-  std::atomic<rcu_head*> head{nullptr};   // A: new callbacks, a Treiber stack (newest first)
-  std::atomic<std::uint32_t> wake{0};     // A: bumped to wake the thread
-  std::atomic<bool> sleeping{false};      // A: seq_cst with head (Dekker)
+  std::atomic<rcu_head*> head{nullptr};  // A: new callbacks, a Treiber stack (newest first)
+  std::atomic<std::uint32_t> wake{0};    // A: bumped to wake the thread
+  std::atomic<bool> sleeping{false};     // A: seq_cst with head (Dekker)
   std::once_flag started;
-  std::thread thread;                     // started once, never joined (see rcu.hpp)
+  std::thread thread;  // started once, never joined (see rcu.hpp)
   std::atomic<std::uint64_t> queued{0}, invoked{0}, batches{0}, exceptions{0};  // A
 };
 
 struct rcu_state {
   rcu_state(rcu_domain& d, const char* n, rcu_kind k) : domain(d), name(n), kind(k) {}
-  rcu_domain& domain;  // I
-  const char* name;    // I
-  const rcu_kind kind; // I
+  rcu_domain& domain;   // I
+  const char* name;     // I
+  const rcu_kind kind;  // I
 
   std::mutex registry_lock;
   intrusive_list<rcu_reader_entry, &rcu_reader_entry::node> readers;  // L: registry_lock
 
-  std::mutex gp_mutex;                          // one grace period at a time
-  std::atomic<std::uint64_t> gp_started{0};     // A: written under gp_mutex
-  std::atomic<std::uint64_t> gp_completed{0};   // A: written under gp_mutex
-  std::atomic<std::uint64_t> gp_start_ns{0};    // A: start of the grace period in progress
+  std::mutex gp_mutex;                         // one grace period at a time
+  std::atomic<std::uint64_t> gp_started{0};    // A: written under gp_mutex
+  std::atomic<std::uint64_t> gp_completed{0};  // A: written under gp_mutex
+  std::atomic<std::uint64_t> gp_start_ns{0};   // A: start of the grace period in progress
 
   std::mutex stats_lock;
-  histogram gp_duration_ns;                     // L: stats_lock
+  histogram gp_duration_ns;                                             // L: stats_lock
   std::atomic<std::uint64_t> sync_calls{0}, sync_shared{0}, misuse{0};  // A
-  std::atomic<std::uint64_t> stall_infos{0}, stalls{0}, hung{0};       // A
+  std::atomic<std::uint64_t> stall_infos{0}, stalls{0}, hung{0};        // A
 
   std::mutex waiters_lock;
   intrusive_list<rcu_waiter, &rcu_waiter::node> waiters;  // L: waiters_lock

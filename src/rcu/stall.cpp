@@ -14,7 +14,9 @@ namespace quiesce::detail {
 
 namespace {
 
-std::uint64_t ms(std::uint64_t ns) { return ns / 1'000'000u; }
+std::uint64_t ms(std::uint64_t ns) {
+  return ns / 1'000'000u;
+}
 
 bool blocks_gp(rcu_kind kind, std::uint64_t word, std::uint64_t gp) {
   if (kind == rcu_kind::memb) {
@@ -103,7 +105,8 @@ void rcu_watchdog_install() noexcept {
           watchdog_register("rcu", [](std::uint64_t now, const watchdog_config& c) {
             std::size_t n = 0;
             rcu_state* const* states = all_states(n);
-            for (std::size_t i = 0; i < n; ++i) check_domain(*states[i], now, c);
+            for (std::size_t i = 0; i < n; ++i)
+              check_domain(*states[i], now, c);
           });
     });
   } catch (const std::exception& e) {

@@ -20,7 +20,8 @@ namespace {
 void boot_step(std::chrono::nanoseconds work) {
   const std::uint64_t end = now_ns() + static_cast<std::uint64_t>(work.count());
   volatile std::uint64_t x = 0;
-  while (now_ns() < end) x = x + 1;
+  while (now_ns() < end)
+    x = x + 1;
 }
 
 bool is_report(std::string_view line) {
@@ -51,15 +52,18 @@ boot_result run_boot(const boot_options& options) {
     sres = sanitizer.run();
     rcu_thread_offline(rcu_tasks_domain());
   });
-  while (!online.load(std::memory_order_acquire)) std::this_thread::yield();  // starts first
+  while (!online.load(std::memory_order_acquire))
+    std::this_thread::yield();  // starts first
 
   named_thread systemd("systemd", [&] {
     const std::uint64_t boot_start = now_ns();
-    for (int i = 0; i < options.steps_before; ++i) boot_step(options.step_work);
+    for (int i = 0; i < options.steps_before; ++i)
+      boot_step(options.step_work);
     const std::uint64_t attach = now_ns();
     rcu_synchronize(rcu_tasks_domain());  // bpf_trampoline_update -> synchronize_rcu_tasks
     r.waiter_ms = static_cast<double>(now_ns() - attach) / 1e6;
-    for (int i = 0; i < options.steps_after; ++i) boot_step(options.step_work);
+    for (int i = 0; i < options.steps_after; ++i)
+      boot_step(options.step_work);
     r.boot_ms = static_cast<double>(now_ns() - boot_start) / 1e6;
   });
   systemd.join();

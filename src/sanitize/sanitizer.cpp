@@ -14,9 +14,12 @@ namespace quiesce::sanitize {
 
 const char* to_string(qs_policy p) noexcept {
   switch (p) {
-    case qs_policy::none: return "none";
-    case qs_policy::resched: return "resched";
-    case qs_policy::tasks_qs: return "tasks-qs";
+    case qs_policy::none:
+      return "none";
+    case qs_policy::resched:
+      return "resched";
+    case qs_policy::tasks_qs:
+      return "tasks-qs";
   }
   return "?";
 }
@@ -108,9 +111,14 @@ sanitize_result page_sanitizer::run() {
       ++r.pages_processed;
       done_.fetch_add(1, std::memory_order_relaxed);
       switch (opt_.policy) {
-        case qs_policy::none: break;
-        case qs_policy::resched: cond_resched(); break;
-        case qs_policy::tasks_qs: cond_resched_tasks_qs(); break;
+        case qs_policy::none:
+          break;
+        case qs_policy::resched:
+          cond_resched();
+          break;
+        case qs_policy::tasks_qs:
+          cond_resched_tasks_qs();
+          break;
       }
     }
     // Pages not reached (stop requested) stay on the dirty list.

@@ -22,7 +22,9 @@ inline void init_crypto() {
   (void)done;
 }
 
-inline const EVP_MD* md_of(hash_alg alg) { return alg == hash_alg::sha512 ? EVP_sha512() : EVP_sha256(); }
+inline const EVP_MD* md_of(hash_alg alg) {
+  return alg == hash_alg::sha512 ? EVP_sha512() : EVP_sha256();
+}
 
 struct ctx_deleter {
   void operator()(EVP_MD_CTX* c) const { EVP_MD_CTX_free(c); }
@@ -32,8 +34,8 @@ using ctx_ptr = std::unique_ptr<EVP_MD_CTX, ctx_deleter>;
 // Hashes blocks as H(padded salt || block): the salted prefix is absorbed once, then copied.
 class block_hasher {
  public:
-  explicit block_hasher(const params& p) : md_((init_crypto(), md_of(p.alg))), base_(EVP_MD_CTX_new()),
-                                           work_(EVP_MD_CTX_new()) {
+  explicit block_hasher(const params& p)
+      : md_((init_crypto(), md_of(p.alg))), base_(EVP_MD_CTX_new()), work_(EVP_MD_CTX_new()) {
     if (!base_ || !work_ || EVP_DigestInit_ex(base_.get(), md_, nullptr) != 1) {
       throw std::runtime_error("libcrypto: cannot initialise a digest");
     }

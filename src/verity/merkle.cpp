@@ -21,7 +21,9 @@ namespace quiesce::verity {
 using detail::block_hasher;
 using detail::md_of;
 
-std::size_t digest_size(hash_alg alg) noexcept { return alg == hash_alg::sha512 ? 64 : 32; }
+std::size_t digest_size(hash_alg alg) noexcept {
+  return alg == hash_alg::sha512 ? 64 : 32;
+}
 
 const char* to_string(hash_alg alg) noexcept {
   return alg == hash_alg::sha512 ? "sha512" : "sha256";
@@ -30,8 +32,7 @@ const char* to_string(hash_alg alg) noexcept {
 hash_alg parse_hash_alg(std::string_view text) {
   if (text == "sha256") return hash_alg::sha256;
   if (text == "sha512") return hash_alg::sha512;
-  throw std::invalid_argument("hash-alg: '" + std::string(text) +
-                              "' is not one of sha256, sha512");
+  throw std::invalid_argument("hash-alg: '" + std::string(text) + "' is not one of sha256, sha512");
 }
 
 void params::validate() const {
@@ -40,9 +41,10 @@ void params::validate() const {
     throw std::invalid_argument(fmt::format("block-size: {} is not a power of two", block_size));
   }
   if (block_size < 2 * d) {
-    throw std::invalid_argument(fmt::format("block-size: {} is below twice the {} digest size "
-                                            "({})",
-                                            block_size, to_string(alg), 2 * d));
+    throw std::invalid_argument(
+        fmt::format("block-size: {} is below twice the {} digest size "
+                    "({})",
+                    block_size, to_string(alg), 2 * d));
   }
   if (salt.size() > 32) {
     throw std::invalid_argument(fmt::format("salt: {} bytes, at most 32", salt.size()));
@@ -84,7 +86,8 @@ void finish_tree(merkle_tree& t, std::vector<std::uint8_t> hashes, std::uint64_t
   }
   // Stored root-most first; record each level's place, leaf level first.
   std::size_t total = 0;
-  for (const auto& l : levels) total += l.size();
+  for (const auto& l : levels)
+    total += l.size();
   t.tree.reserve(total);
   std::vector<std::size_t> offsets(levels.size());
   for (std::size_t i = levels.size(); i-- > 0;) {
@@ -110,8 +113,8 @@ class fd_guard {
 
 // Hashes data blocks [first, last) of `fd` into `out` (level-0 hashes), reading 1 MiB at
 // a time. Returns 0 or an errno.
-int hash_range(int fd, const params& p, std::uint64_t size, std::uint64_t first,
-               std::uint64_t last, std::uint8_t* out) {
+int hash_range(int fd, const params& p, std::uint64_t size, std::uint64_t first, std::uint64_t last,
+               std::uint8_t* out) {
   block_hasher hasher(p);
   const std::size_t d = digest_size(p.alg);
   const std::size_t chunk_blocks = std::max<std::size_t>(1, (1u << 20) / p.block_size);
@@ -170,9 +173,11 @@ merkle_tree build_tree(const std::filesystem::path& path, const params& p, workq
   fd_guard fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (fd.get() < 0) throw std::system_error(errno, std::generic_category(), path.string());
   struct stat st {};
-  if (::fstat(fd.get(), &st) != 0) throw std::system_error(errno, std::generic_category(), path.string());
+  if (::fstat(fd.get(), &st) != 0)
+    throw std::system_error(errno, std::generic_category(), path.string());
   if (!S_ISREG(st.st_mode)) {
-    throw std::system_error(EINVAL, std::generic_category(), path.string() + ": not a regular file");
+    throw std::system_error(EINVAL, std::generic_category(),
+                            path.string() + ": not a regular file");
   }
   merkle_tree t;
   t.p = p;
@@ -196,7 +201,8 @@ merkle_tree build_tree(const std::filesystem::path& path, const params& p, workq
       }));
       wq->queue(*items.back());
     }
-    for (auto& w : items) w->flush();
+    for (auto& w : items)
+      w->flush();
     err = first_err.load();
   } else {
     err = hash_range(fd.get(), p, t.data_size, 0, blocks, hashes.data());
@@ -211,11 +217,13 @@ std::array<std::uint8_t, 256> descriptor(const merkle_tree& t) {
   desc[0] = 1;  // version
   desc[1] = static_cast<std::uint8_t>(t.p.alg);
   std::uint8_t log2 = 0;
-  while ((std::size_t{1} << log2) < t.p.block_size) ++log2;
+  while ((std::size_t{1} << log2) < t.p.block_size)
+    ++log2;
   desc[2] = log2;
   desc[3] = static_cast<std::uint8_t>(t.p.salt.size());
   // desc[4..7]: sig_size, zero when hashing
-  for (int i = 0; i < 8; ++i) desc[8 + i] = static_cast<std::uint8_t>(t.data_size >> (8 * i));
+  for (int i = 0; i < 8; ++i)
+    desc[8 + i] = static_cast<std::uint8_t>(t.data_size >> (8 * i));
   std::copy(t.root_hash.begin(), t.root_hash.end(), desc.begin() + 16);
   std::copy(t.p.salt.begin(), t.p.salt.end(), desc.begin() + 80);
   return desc;

@@ -43,7 +43,8 @@ merkle_tree enable(const fs::path& file, const params& p, std::optional<fs::path
     std::ofstream o(tmp, std::ios::binary | std::ios::trunc);
     const auto desc = descriptor(t);
     o.write(reinterpret_cast<const char*>(desc.data()), desc.size());
-    o.write(reinterpret_cast<const char*>(t.tree.data()), static_cast<std::streamsize>(t.tree.size()));
+    o.write(reinterpret_cast<const char*>(t.tree.data()),
+            static_cast<std::streamsize>(t.tree.size()));
     o.flush();
     if (!o) fail(EIO, "cannot write " + tmp.string());
   }
@@ -80,7 +81,7 @@ struct verified_file::impl {
     h.hash(block, t.p.block_size, want.data());
     blocks.fetch_add(1, std::memory_order_relaxed);
     if (t.levels.empty()) return want == t.root_hash;  // one block: its hash is the root
-    std::vector<std::size_t> climbed;  // tree blocks checked on the way up
+    std::vector<std::size_t> climbed;                  // tree blocks checked on the way up
     std::uint64_t in_level = index;
     for (std::size_t level = 0; level < t.levels.size(); ++level) {
       const std::uint64_t hb = in_level / per_block;
@@ -91,7 +92,8 @@ struct verified_file::impl {
       const std::size_t tree_block = offset / t.p.block_size;
       if (is_verified(tree_block)) {
         hits.fetch_add(1, std::memory_order_relaxed);
-        for (std::size_t b : climbed) mark(b);
+        for (std::size_t b : climbed)
+          mark(b);
         return true;
       }
       climbed.push_back(tree_block);
@@ -100,7 +102,8 @@ struct verified_file::impl {
       in_level = hb;
     }
     if (want != t.root_hash) return false;
-    for (std::size_t b : climbed) mark(b);
+    for (std::size_t b : climbed)
+      mark(b);
     return true;
   }
 };
@@ -130,7 +133,8 @@ verified_file::verified_file(const fs::path& file, workqueue& verify_wq,
   } catch (const std::invalid_argument& e) {
     fail(EINVAL, side.string() + ": " + e.what());
   }
-  for (int i = 0; i < 8; ++i) m.t.data_size |= std::uint64_t{desc[8 + i]} << (8 * i);
+  for (int i = 0; i < 8; ++i)
+    m.t.data_size |= std::uint64_t{desc[8 + i]} << (8 * i);
   m.d = digest_size(m.t.p.alg);
   m.per_block = m.t.p.block_size / m.d;
   m.t.root_hash.assign(desc.begin() + 16, desc.begin() + 16 + static_cast<std::ptrdiff_t>(m.d));
@@ -152,7 +156,8 @@ verified_file::verified_file(const fs::path& file, workqueue& verify_wq,
     level_blocks.push_back(static_cast<std::size_t>(n));
   }
   std::size_t total = 0;
-  for (std::size_t n : level_blocks) total += n * m.t.p.block_size;
+  for (std::size_t n : level_blocks)
+    total += n * m.t.p.block_size;
   if (total != m.t.tree.size()) {
     fail(EINVAL, fmt::format("{}: tree of {} bytes, the descriptor implies {}", side.string(),
                              m.t.tree.size(), total));
@@ -163,21 +168,28 @@ verified_file::verified_file(const fs::path& file, workqueue& verify_wq,
     offsets[i] = offset;
     offset += level_blocks[i] * m.t.p.block_size;
   }
-  for (std::size_t i = 0; i < level_blocks.size(); ++i) m.t.levels.push_back({offsets[i], level_blocks[i]});
+  for (std::size_t i = 0; i < level_blocks.size(); ++i)
+    m.t.levels.push_back({offsets[i], level_blocks[i]});
   m.verified = std::vector<std::atomic<std::uint64_t>>(m.t.tree.size() / m.t.p.block_size / 64 + 1);
 }
 
 verified_file::~verified_file() = default;
 
-std::uint64_t verified_file::size() const noexcept { return impl_->t.data_size; }
-const merkle_tree& verified_file::tree() const noexcept { return impl_->t; }
+std::uint64_t verified_file::size() const noexcept {
+  return impl_->t.data_size;
+}
+const merkle_tree& verified_file::tree() const noexcept {
+  return impl_->t;
+}
 
 read_stats verified_file::stats() const noexcept {
   const impl& m = *impl_;
   return {m.reads.load(), m.blocks.load(), m.checked.load(), m.hits.load(), m.failures.load()};
 }
 
-std::vector<std::uint8_t> verified_file::digest() const { return file_digest(impl_->t); }
+std::vector<std::uint8_t> verified_file::digest() const {
+  return file_digest(impl_->t);
+}
 
 std::size_t verified_file::read(std::uint64_t offset, std::span<std::uint8_t> buf) {
   impl& m = *impl_;
@@ -227,7 +239,8 @@ std::size_t verified_file::read(std::uint64_t offset, std::span<std::uint8_t> bu
   verify.flush();  // the work item has fully finished before it goes out of scope
   if (bad_block != ~std::uint64_t{0}) {
     m.failures.fetch_add(1, std::memory_order_relaxed);
-    fail(EIO, fmt::format("{}: block {} failed fs-verity verification", m.path.string(), bad_block));
+    fail(EIO,
+         fmt::format("{}: block {} failed fs-verity verification", m.path.string(), bad_block));
   }
   std::memcpy(buf.data(), bio.data() + (offset - start), len);
   return len;

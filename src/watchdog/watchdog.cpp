@@ -6,8 +6,8 @@
 #include <map>
 #include <mutex>
 #include <stdexcept>
-#include <thread>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -70,8 +70,8 @@ class watchdog {
   std::chrono::nanoseconds tick_of(const watchdog_config& c) {
     auto t = c.tick;
     if (c.wq_cpu_intensive > 0ns) t = std::min(t, c.wq_cpu_intensive / 2);
-    for (auto threshold : {c.wq_lockup, c.rcu_stall, c.rcu_tasks_stall, c.rcu_tasks_info,
-                           c.hung_task}) {
+    for (auto threshold :
+         {c.wq_lockup, c.rcu_stall, c.rcu_tasks_stall, c.rcu_tasks_info, c.hung_task}) {
       if (threshold > 0ns) t = std::min(t, threshold / 4);
     }
     return std::max<std::chrono::nanoseconds>(t, 100us);
@@ -83,7 +83,8 @@ class watchdog {
     while (!stopping_) {
       const watchdog_config cfg = config_;
       std::vector<std::uint64_t> ids;
-      for (const auto& [id, e] : checks_) ids.push_back(id);
+      for (const auto& [id, e] : checks_)
+        ids.push_back(id);
       for (const std::uint64_t id : ids) {
         const auto it = checks_.find(id);  // removed while an earlier check ran?
         if (it == checks_.end()) continue;
@@ -124,16 +125,16 @@ class watchdog {
   }
 
   std::mutex lock_;
-  std::condition_variable wake_cv_;           // stop requests
-  std::condition_variable idle_cv_;           // a check finished running
-  std::map<std::uint64_t, entry> checks_;     // L
-  std::uint64_t last_id_ = 0;                 // L
-  std::uint64_t running_check_ = 0;           // L: id of the check running now, 0 if none
-  watchdog_config config_;                    // L
-  bool stopping_ = false;                     // L
-  named_thread thread_;                       // L (started once)
-  std::atomic<std::int64_t> holds_{0};        // A: things in flight; seq_cst with sleeping_
-  std::atomic<bool> sleeping_{false};         // A: the thread waits on holds_
+  std::condition_variable wake_cv_;        // stop requests
+  std::condition_variable idle_cv_;        // a check finished running
+  std::map<std::uint64_t, entry> checks_;  // L
+  std::uint64_t last_id_ = 0;              // L
+  std::uint64_t running_check_ = 0;        // L: id of the check running now, 0 if none
+  watchdog_config config_;                 // L
+  bool stopping_ = false;                  // L
+  named_thread thread_;                    // L (started once)
+  std::atomic<std::int64_t> holds_{0};     // A: things in flight; seq_cst with sleeping_
+  std::atomic<bool> sleeping_{false};      // A: the thread waits on holds_
 };
 
 watchdog& the_watchdog() {
@@ -167,10 +168,9 @@ void set_watchdog_config(const watchdog_config& c) {
   if (c.wq_cpu_intensive < std::chrono::nanoseconds::zero()) {
     throw std::invalid_argument("watchdog_config.wq_cpu_intensive: must not be negative");
   }
-  for (auto [value, field] : {std::pair{c.rcu_stall, "rcu_stall"},
-                              std::pair{c.rcu_tasks_stall, "rcu_tasks_stall"},
-                              std::pair{c.rcu_tasks_info, "rcu_tasks_info"},
-                              std::pair{c.hung_task, "hung_task"}}) {
+  for (auto [value, field] :
+       {std::pair{c.rcu_stall, "rcu_stall"}, std::pair{c.rcu_tasks_stall, "rcu_tasks_stall"},
+        std::pair{c.rcu_tasks_info, "rcu_tasks_info"}, std::pair{c.hung_task, "hung_task"}}) {
     if (value < std::chrono::nanoseconds::zero()) {
       throw std::invalid_argument(std::string("watchdog_config.") + field +
                                   ": must not be negative");
@@ -185,7 +185,9 @@ void set_watchdog_config(const watchdog_config& c) {
   the_watchdog().set_config(c);
 }
 
-watchdog_config get_watchdog_config() { return the_watchdog().config(); }
+watchdog_config get_watchdog_config() {
+  return the_watchdog().config();
+}
 
 watchdog_counters get_watchdog_counters() {
   watchdog& w = the_watchdog();
@@ -217,7 +219,11 @@ watchdog_registration::~watchdog_registration() {
   if (id_) the_watchdog().remove(id_);
 }
 
-void watchdog_hold() noexcept { the_watchdog().hold(); }
-void watchdog_release() noexcept { the_watchdog().release(); }
+void watchdog_hold() noexcept {
+  the_watchdog().hold();
+}
+void watchdog_release() noexcept {
+  the_watchdog().release();
+}
 
 }  // namespace quiesce

@@ -34,8 +34,7 @@ class runtime {
     for (int highpri = 0; highpri < 2; ++highpri) {
       for (int cpu : topo_.cpus()) {
         bound_[highpri].emplace(cpu, std::make_unique<pool>(id++, cpu_set{cpu}, cpu,
-                                                            topo_.node_of(cpu),
-                                                            highpri ? -20 : 0));
+                                                            topo_.node_of(cpu), highpri ? -20 : 0));
       }
     }
     next_pool_id_ = id;
@@ -52,14 +51,16 @@ class runtime {
     for (pool* p : pools) {
       std::lock_guard guard(p->lock);
       p->stopping = true;
-      for (auto& w : p->workers) w->wake.notify_one();
+      for (auto& w : p->workers)
+        w->wake.notify_one();
     }
     for (pool* p : pools) {
       std::vector<std::unique_ptr<worker>> workers;
       {
         std::lock_guard guard(p->lock);
         workers = std::move(p->workers);
-        for (auto& w : p->dying) workers.push_back(std::move(w));
+        for (auto& w : p->dying)
+          workers.push_back(std::move(w));
         p->dying.clear();
       }
       for (auto& w : workers) {
@@ -87,10 +88,12 @@ class runtime {
   std::vector<pool*> all() {
     std::vector<pool*> out;
     for (auto& m : bound_) {
-      for (auto& [cpu, p] : m) out.push_back(p.get());
+      for (auto& [cpu, p] : m)
+        out.push_back(p.get());
     }
     std::lock_guard guard(unbound_lock_);
-    for (auto& [key, p] : unbound_) out.push_back(p.get());
+    for (auto& [key, p] : unbound_)
+      out.push_back(p.get());
     return out;
   }
 
@@ -140,8 +143,8 @@ bool create_worker_locked(pool& p) {
   } catch (const std::system_error& e) {
     if (!p.creation_failed_reported) {
       p.creation_failed_reported = true;
-      log(log_level::err, fmt::format("workqueue: cannot create a worker for pool {}: {}", p.id,
-                                      e.what()));
+      log(log_level::err,
+          fmt::format("workqueue: cannot create a worker for pool {}: {}", p.id, e.what()));
     }
     return false;
   }
@@ -211,13 +214,19 @@ void insert_work_locked(pool& p, work& item, std::uint64_t now) {
   kick_pool_locked(p);
 }
 
-worker* this_thread_worker() noexcept { return tls_worker; }
+worker* this_thread_worker() noexcept {
+  return tls_worker;
+}
 
-pool& bound_pool(int cpu, bool highpri) { return rt().bound(cpu, highpri); }
+pool& bound_pool(int cpu, bool highpri) {
+  return rt().bound(cpu, highpri);
+}
 pool& unbound_pool(const cpu_set& cpus, int node, bool highpri) {
   return rt().unbound(cpus, node, highpri);
 }
-std::vector<pool*> all_pools() { return rt().all(); }
+std::vector<pool*> all_pools() {
+  return rt().all();
+}
 std::uint64_t idle_timeout_ns() noexcept {
   return static_cast<std::uint64_t>(g_idle_timeout_ns.load(std::memory_order_relaxed));
 }
@@ -259,8 +268,7 @@ void worker_main(worker* self) {
       rcu_voluntary_block idle_is_quiescent;  // an idle worker holds no Tasks grace period
       for (;;) {
         const auto timeout = std::chrono::nanoseconds(idle_timeout_ns());
-        const bool woken =
-            w.wake.wait_for(lk, timeout, [&] { return !w.idle || p.stopping; });
+        const bool woken = w.wake.wait_for(lk, timeout, [&] { return !w.idle || p.stopping; });
         if (woken) break;
         if (p.too_many_workers() && now_ns() - w.idle_since_ns >= idle_timeout_ns()) {
           leave_idle_locked(p, w);
@@ -462,10 +470,13 @@ void set_worker_idle_timeout(std::chrono::nanoseconds timeout) {
   // Wake idle workers so they re-evaluate with the new timeout.
   for (pool* p : all_pools()) {
     std::lock_guard guard(p->lock);
-    for (worker* w = p->idle.front(); w; w = p->idle.next(w)) w->wake.notify_one();
+    for (worker* w = p->idle.front(); w; w = p->idle.next(w))
+      w->wake.notify_one();
   }
 }
 
-work* current_work() noexcept { return tls_worker ? tls_worker->current : nullptr; }
+work* current_work() noexcept {
+  return tls_worker ? tls_worker->current : nullptr;
+}
 
 }  // namespace quiesce

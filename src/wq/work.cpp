@@ -56,9 +56,8 @@ bool grab_pending(work& item, bool count_cancel) {
     if (!(old & work_pending)) return false;
     if (old & work_canceling) {
       // Another cancel_sync holds the bit while it waits; wait for it to let go.
-      wait_for_completion([&] {
-        return !(A::flags(item).load(std::memory_order_seq_cst) & work_canceling);
-      });
+      wait_for_completion(
+          [&] { return !(A::flags(item).load(std::memory_order_seq_cst) & work_canceling); });
       continue;
     }
     workqueue* timer_wq = nullptr;
@@ -128,8 +127,8 @@ work::~work() {
   const bool pending = flags_.load(std::memory_order_seq_cst) & detail::work_pending;
   const bool running = running_id_.load(std::memory_order_seq_cst) != 0;
   if (pending || running) {
-    log(log_level::err, fmt::format("BUG: work {} destroyed while {}", name_,
-                                    pending ? "pending" : "running"));
+    log(log_level::err,
+        fmt::format("BUG: work {} destroyed while {}", name_, pending ? "pending" : "running"));
     std::abort();
   }
 }
@@ -180,8 +179,7 @@ bool work::cancel_sync() {
   // Holding the pending bit keeps the item from being queued while we wait.
   flags_.fetch_or(detail::work_canceling, std::memory_order_seq_cst);
   if (was_pending) pending_id_.store(0, std::memory_order_seq_cst);
-  detail::wait_for_completion(
-      [&] { return running_id_.load(std::memory_order_seq_cst) == 0; });
+  detail::wait_for_completion([&] { return running_id_.load(std::memory_order_seq_cst) == 0; });
   flags_.fetch_and(~(detail::work_pending | detail::work_canceling), std::memory_order_seq_cst);
   detail::notify_completion();
   return was_pending;

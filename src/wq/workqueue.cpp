@@ -8,8 +8,8 @@
 #include <set>
 #include <stdexcept>
 
-#include "completion.hpp"
 #include "../base/never_destroyed.hpp"
+#include "completion.hpp"
 #include "internal.hpp"
 #include "quiesce/clock.hpp"
 #include "quiesce/log.hpp"
@@ -23,8 +23,8 @@ namespace {
 
 wq_options normalised(wq_options opt) {
   if (opt.max_active < 0 || opt.max_active > wq_max_active) {
-    throw std::invalid_argument(fmt::format("wq_options.max_active: {} is outside 0..{}",
-                                            opt.max_active, wq_max_active));
+    throw std::invalid_argument(
+        fmt::format("wq_options.max_active: {} is outside 0..{}", opt.max_active, wq_max_active));
   }
   if (opt.ordered) {
     if (opt.max_active > 1) {
@@ -42,7 +42,9 @@ wq_options normalised(wq_options opt) {
   return opt;
 }
 
-int cpu_count(const cpu_set& s) { return static_cast<int>(s.size()); }
+int cpu_count(const cpu_set& s) {
+  return static_cast<int>(s.size());
+}
 
 void trace_activate(work& item) {
   if (!trace::enabled()) return;
@@ -65,7 +67,8 @@ wq_impl::wq_impl(std::string name_, const wq_options& opt_)
   if (name.empty()) throw std::invalid_argument("name: a workqueue needs a name");
   const cpu_topology& topo = system_topology();
   int max_cpu = 0;
-  for (int cpu : topo.cpus()) max_cpu = std::max(max_cpu, cpu);
+  for (int cpu : topo.cpus())
+    max_cpu = std::max(max_cpu, cpu);
   pwq_index_of_cpu.assign(static_cast<std::size_t>(max_cpu) + 1, -1);
 
   if (!opt.unbound) {
@@ -106,8 +109,8 @@ wq_impl::wq_impl(std::string name_, const wq_options& opt_)
         limit = std::min(max_active, std::max(std::min(max_active, wq_dfl_min_active), share));
       }
       // A domain that serves a single pool shares its lock (as per-CPU queues do).
-      const auto users = std::count(domain_of_group.begin(), domain_of_group.end(),
-                                    domain_of_group[g]);
+      const auto users =
+          std::count(domain_of_group.begin(), domain_of_group.end(), domain_of_group[g]);
       domains.push_back(
           std::make_unique<active_domain>(limit, users == 1 ? &group_pool[g]->lock : nullptr));
       domain_at[index] = domains.back().get();
@@ -266,8 +269,12 @@ workqueue::~workqueue() {
   if (!impl_->system) drain();
 }
 
-const std::string& workqueue::name() const noexcept { return impl_->name; }
-const wq_options& workqueue::options() const noexcept { return impl_->opt; }
+const std::string& workqueue::name() const noexcept {
+  return impl_->name;
+}
+const wq_options& workqueue::options() const noexcept {
+  return impl_->opt;
+}
 
 namespace {
 
@@ -352,7 +359,8 @@ void workqueue::flush() {
   // Flip every pwq's color: items queued from now on get the other color, and we wait for
   // the old one to drain (kernel: flush colors). Flushers are serialised, so two colors do.
   std::vector<int> flushing;
-  for (auto& q : impl_->pwqs) flushing.push_back(q->color.fetch_xor(1, std::memory_order_seq_cst));
+  for (auto& q : impl_->pwqs)
+    flushing.push_back(q->color.fetch_xor(1, std::memory_order_seq_cst));
   impl_->flushes.fetch_add(1, std::memory_order_seq_cst);
   detail::wait_for_completion([&] {
     for (std::size_t i = 0; i < impl_->pwqs.size(); ++i) {
@@ -376,8 +384,8 @@ void workqueue::drain() {
     }
     ++tries;  // chained queueing kept the queue busy through a whole flush
     if (tries == 10 || (tries % 100 == 0 && tries <= 1000)) {
-      log(log_level::warning, fmt::format("workqueue {}: drain() isn't complete after {} tries",
-                                          impl_->name, tries));
+      log(log_level::warning,
+          fmt::format("workqueue {}: drain() isn't complete after {} tries", impl_->name, tries));
     }
   }
   impl_->draining.fetch_sub(1, std::memory_order_seq_cst);
@@ -449,8 +457,8 @@ workqueue& system_highpri_wq() {
 }
 
 workqueue& system_unbound_wq() {
-  static never_destroyed<workqueue> wq("events_unbound",
-                                       wq_options{.unbound = true, .max_active = detail::wq_max_active});
+  static never_destroyed<workqueue> wq(
+      "events_unbound", wq_options{.unbound = true, .max_active = detail::wq_max_active});
   static workqueue& ref = make_system(wq);
   return ref;
 }

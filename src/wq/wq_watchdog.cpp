@@ -129,7 +129,8 @@ void check_pool(pool& p, std::uint64_t now, const watchdog_config& c) {
 
 void wq_watchdog_check(const std::vector<pool*>& pools, std::uint64_t now,
                        const watchdog_config& c) {
-  for (pool* p : pools) check_pool(*p, now, c);
+  for (pool* p : pools)
+    check_pool(*p, now, c);
 }
 
 }  // namespace quiesce::detail

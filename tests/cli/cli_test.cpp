@@ -24,7 +24,8 @@ result run(const std::string& args) {
   result r{-1, {}};
   if (!p) return r;
   char buf[512];
-  while (std::fgets(buf, sizeof buf, p)) r.out += buf;
+  while (std::fgets(buf, sizeof buf, p))
+    r.out += buf;
   const int status = ::pclose(p);
   r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   return r;
@@ -37,7 +38,8 @@ class Cli : public testing::Test {
     fs::create_directories(dir_);
     file_ = dir_ / "data";
     std::ofstream out(file_, std::ios::binary);
-    for (int i = 0; i < 100000; ++i) out.put(static_cast<char>(i * 7));
+    for (int i = 0; i < 100000; ++i)
+      out.put(static_cast<char>(i * 7));
   }
   void TearDown() override { fs::remove_all(dir_); }
   fs::path dir_, file_;
@@ -60,7 +62,8 @@ TEST_F(Cli, VersionAndBadUsage) {
 TEST_F(Cli, VerityDigestMatchesFsverityLineForLine) {
   const result ours = run("verity digest " + file_.string() + " --salt 0a0b --hash-alg sha512");
   ASSERT_EQ(ours.code, 0) << ours.out;
-  FILE* p = ::popen(("fsverity digest " + file_.string() + " --salt=0a0b --hash-alg=sha512").c_str(), "r");
+  FILE* p = ::popen(
+      ("fsverity digest " + file_.string() + " --salt=0a0b --hash-alg=sha512").c_str(), "r");
   ASSERT_NE(p, nullptr);
   char buf[512] = {};
   ASSERT_NE(std::fgets(buf, sizeof buf, p), nullptr);

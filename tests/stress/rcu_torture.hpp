@@ -43,9 +43,11 @@ struct torture_result {
     out << domain << ": " << (failed() ? "FAILURE" : "SUCCESS") << " reads=" << reads
         << " updates=" << updates << " fake_writes=" << fake_writes
         << " mbtest_failures=" << mbtest_failures << "\nReader Pipe:";
-    for (auto v : pipe) out << ' ' << v;
+    for (auto v : pipe)
+      out << ' ' << v;
     out << "\nReader Batch:";
-    for (auto v : batch) out << ' ' << v;
+    for (auto v : batch)
+      out << ' ' << v;
     return out.str();
   }
 };
@@ -83,7 +85,8 @@ inline torture_result rcu_torture(rcu_domain& domain, double seconds, int reader
         element* p = current.load(std::memory_order_acquire);
         // Linger inside the section now and then, to widen the windows.
         if (rng() % 16 == 0) {
-          for (int i = 0; i < 50; ++i) std::atomic_signal_fence(std::memory_order_seq_cst);
+          for (int i = 0; i < 50; ++i)
+            std::atomic_signal_fence(std::memory_order_seq_cst);
         }
         if (rng() % 64 == 0) std::this_thread::yield();
         if (p->mbtest.load(std::memory_order_acquire) == 0) ++res.mbtest_failures;
@@ -144,9 +147,15 @@ inline torture_result rcu_torture(rcu_domain& domain, double seconds, int reader
       std::minstd_rand rng(static_cast<unsigned>(1000 + f));
       while (!stop.load(std::memory_order_relaxed)) {
         switch (rng() % 3) {
-          case 0: rcu_synchronize(domain); break;
-          case 1: rcu_barrier(domain); break;
-          default: rcu_call(domain, [] {}); break;
+          case 0:
+            rcu_synchronize(domain);
+            break;
+          case 1:
+            rcu_barrier(domain);
+            break;
+          default:
+            rcu_call(domain, [] {});
+            break;
         }
         ++fake;
       }
@@ -157,7 +166,8 @@ inline torture_result rcu_torture(rcu_domain& domain, double seconds, int reader
     std::this_thread::sleep_for(std::chrono::milliseconds(10));  // the run's length, not sync
   }
   stop = true;
-  for (auto& t : threads) t.join();
+  for (auto& t : threads)
+    t.join();
   rcu_barrier(domain);
 
   torture_result total;

@@ -15,9 +15,15 @@ void must_fail(rcu_domain& d) {
   EXPECT_TRUE(r.failed()) << "the torture test did not notice a broken " << d.name();
 }
 
-TEST(RcuTortureBroken, DefaultDomainFailureIsDetected) { must_fail(rcu_default_domain()); }
-TEST(RcuTortureBroken, QsbrDomainFailureIsDetected) { must_fail(rcu_qsbr_domain()); }
-TEST(RcuTortureBroken, TasksDomainFailureIsDetected) { must_fail(rcu_tasks_domain()); }
+TEST(RcuTortureBroken, DefaultDomainFailureIsDetected) {
+  must_fail(rcu_default_domain());
+}
+TEST(RcuTortureBroken, QsbrDomainFailureIsDetected) {
+  must_fail(rcu_qsbr_domain());
+}
+TEST(RcuTortureBroken, TasksDomainFailureIsDetected) {
+  must_fail(rcu_tasks_domain());
+}
 
 }  // namespace
 }  // namespace quiesce

@@ -15,9 +15,15 @@ void torture(rcu_domain& d) {
   EXPECT_GT(r.updates, 0u);
 }
 
-TEST(RcuTorture, DefaultDomain) { torture(rcu_default_domain()); }
-TEST(RcuTorture, QsbrDomain) { torture(rcu_qsbr_domain()); }
-TEST(RcuTorture, TasksDomain) { torture(rcu_tasks_domain()); }
+TEST(RcuTorture, DefaultDomain) {
+  torture(rcu_default_domain());
+}
+TEST(RcuTorture, QsbrDomain) {
+  torture(rcu_qsbr_domain());
+}
+TEST(RcuTorture, TasksDomain) {
+  torture(rcu_tasks_domain());
+}
 
 }  // namespace
 }  // namespace quiesce

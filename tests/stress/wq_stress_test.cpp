@@ -26,7 +26,7 @@ int scale() {
 }
 
 struct tracked {
-  std::atomic<std::int64_t> queued{0};     // successful queue operations (new instances)
+  std::atomic<std::int64_t> queued{0};  // successful queue operations (new instances)
   std::atomic<std::int64_t> executed{0};
   std::atomic<std::int64_t> cancelled{0};  // cancel/cancel_sync that returned true
   std::atomic<int> inside{0};
@@ -40,14 +40,17 @@ void run_round(const wq_options& options, int round, std::atomic<int>& overlaps,
   std::vector<tracked> items(n_items);
   std::atomic<bool> destroyed{false};
   for (auto& t : items) {
-    t.item = std::make_unique<delayed_work>("stress", [&t, &overlaps, &destroyed, &after_destroy](work&) {
-      if (destroyed.load()) ++after_destroy;
-      if (t.inside.fetch_add(1) != 0) ++overlaps;
-      // Stay inside a moment so that a second concurrent run would be caught.
-      for (int i = 0; i < 3; ++i) std::this_thread::yield();
-      t.executed.fetch_add(1);
-      t.inside.fetch_sub(1);
-    });
+    t.item = std::make_unique<delayed_work>("stress",
+                                            [&t, &overlaps, &destroyed, &after_destroy](work&) {
+                                              if (destroyed.load()) ++after_destroy;
+                                              if (t.inside.fetch_add(1) != 0) ++overlaps;
+                                              // Stay inside a moment so that a second concurrent
+                                              // run would be caught.
+                                              for (int i = 0; i < 3; ++i)
+                                                std::this_thread::yield();
+                                              t.executed.fetch_add(1);
+                                              t.inside.fetch_sub(1);
+                                            });
   }
   {
     workqueue wq("stress", options);
@@ -94,15 +97,16 @@ void run_round(const wq_options& options, int round, std::atomic<int>& overlaps,
         }
       });
     }
-    for (auto& th : threads) th.join();
+    for (auto& th : threads)
+      th.join();
   }  // destruction drains: every instance runs or was cancelled
   destroyed = true;
   for (int i = 0; i < n_items; ++i) {
     tracked& t = items[static_cast<std::size_t>(i)];
     EXPECT_FALSE(t.item->pending());
     EXPECT_EQ(t.queued.load(), t.executed.load() + t.cancelled.load())
-        << "item " << i << ": queued " << t.queued << " executed " << t.executed
-        << " cancelled " << t.cancelled;
+        << "item " << i << ": queued " << t.queued << " executed " << t.executed << " cancelled "
+        << t.cancelled;
   }
 }
 
@@ -116,10 +120,18 @@ void stress(const wq_options& options) {
   EXPECT_EQ(after_destroy.load(), 0) << "an item ran after its workqueue was destroyed";
 }
 
-TEST(WorkqueueStress, Bound) { stress({}); }
-TEST(WorkqueueStress, BoundMaxActive1) { stress({.max_active = 1}); }
-TEST(WorkqueueStress, Unbound) { stress({.unbound = true, .max_active = 2}); }
-TEST(WorkqueueStress, Ordered) { stress({.ordered = true}); }
+TEST(WorkqueueStress, Bound) {
+  stress({});
+}
+TEST(WorkqueueStress, BoundMaxActive1) {
+  stress({.max_active = 1});
+}
+TEST(WorkqueueStress, Unbound) {
+  stress({.unbound = true, .max_active = 2});
+}
+TEST(WorkqueueStress, Ordered) {
+  stress({.ordered = true});
+}
 
 }  // namespace
 }  // namespace quiesce

@@ -23,10 +23,11 @@ keygc_config config_for(const keygc_cli& o, const std::string& mode) {
 }
 
 std::string probe_line(const keygc_result& r) {
-  return fmt::format("probe (queue->start on the collector's CPU): n={} p50={:.1f}us "
-                     "p99={:.1f}us max={:.1f}us",
-                     r.probe_ns.count(), r.probe_ns.percentile(50) / 1e3,
-                     r.probe_ns.percentile(99) / 1e3, r.probe_ns.max() / 1e3);
+  return fmt::format(
+      "probe (queue->start on the collector's CPU): n={} p50={:.1f}us "
+      "p99={:.1f}us max={:.1f}us",
+      r.probe_ns.count(), r.probe_ns.percentile(50) / 1e3, r.probe_ns.percentile(99) / 1e3,
+      r.probe_ns.max() / 1e3);
 }
 
 std::string describe(const keygc_result& r) {
@@ -37,21 +38,22 @@ std::string describe(const keygc_result& r) {
 }
 
 std::string result_text(const keygc_result& r) {
-  return fmt::format("keygcbench results, {} ({} keys, {} run{}, {} executions):\n\n{}\n"
-                     "total task time: {:.3f} ms\n{}\nhog reports: {}\n",
-                     describe(r), r.config.keys, r.config.runs, r.config.runs == 1 ? "" : "s",
-                     r.executions, keygc_lines(r), r.total_ms(), probe_line(r), r.hog_reports);
+  return fmt::format(
+      "keygcbench results, {} ({} keys, {} run{}, {} executions):\n\n{}\n"
+      "total task time: {:.3f} ms\n{}\nhog reports: {}\n",
+      describe(r), r.config.keys, r.config.runs, r.config.runs == 1 ? "" : "s", r.executions,
+      keygc_lines(r), r.total_ms(), probe_line(r), r.hog_reports);
 }
 
 std::string comparison_text(const keygc_result& base, const keygc_result& patched) {
   const keygc_comparison c = compare(base, patched);
-  return fmt::format("{}\n{}\nThese results translate to:\n\n- {:.1f}% drop in the combined "
-                     "variance.\n- {:.1f}% {} in the total task time.\n- {:.1f}% drop in the "
-                     "probe's max latency.\n",
-                     result_text(base), result_text(patched), c.variance_drop_pct,
-                     std::abs(c.total_time_increase_pct),
-                     c.total_time_increase_pct >= 0 ? "increase" : "decrease",
-                     c.probe_max_drop_pct);
+  return fmt::format(
+      "{}\n{}\nThese results translate to:\n\n- {:.1f}% drop in the combined "
+      "variance.\n- {:.1f}% {} in the total task time.\n- {:.1f}% drop in the "
+      "probe's max latency.\n",
+      result_text(base), result_text(patched), c.variance_drop_pct,
+      std::abs(c.total_time_increase_pct), c.total_time_increase_pct >= 0 ? "increase" : "decrease",
+      c.probe_max_drop_pct);
 }
 
 nlohmann::json comparison_json(const keygc_result& base, const keygc_result& patched) {
@@ -82,44 +84,49 @@ void validate(const keygc_cli& o) {
   }
 }
 
-const command_registrar keygc_command{{"keygc", [](CLI::App& app) {
-  auto o = std::make_shared<keygc_cli>();
-  auto* sub = app.add_subcommand(
-      "keygc", "Seed 000: the key collector's execution times and the latency it inflicts "
-               "on its CPU (keygcbench)");
-  sub->add_option("--keys", o->config.keys, "Keys in the population")->capture_default_str();
-  sub->add_option("--per-keyring", o->config.per_keyring, "Keys per keyring")
-      ->capture_default_str();
-  sub->add_option("--mode", o->mode, "monolithic | chunked | budget")->capture_default_str();
-  sub->add_option("--chunk", o->config.chunk, "Chunk size (chunked mode)")->capture_default_str();
-  sub->add_option("--slice-us", o->config.slice_us, "Time slice per execution (budget mode)")
-      ->capture_default_str();
-  sub->add_option("--runs", o->config.runs, "Runs per mode (samples are pooled)")
-      ->capture_default_str();
-  sub->add_option("--cpu", o->config.cpu, "The collector's CPU (default: the last usable)");
-  sub->add_flag("--compare", o->compare, "Run the baseline (--against) and --mode side by side");
-  sub->add_option("--against", o->against, "Baseline mode for --compare")->capture_default_str();
-  sub->add_flag("--json", o->json, "One JSON object on stdout");
-  sub->callback([o] {
-    validate(*o);
-    if (o->compare) {
-      const keygc_result base = run_keygc(config_for(*o, o->against));
-      const keygc_result patched = run_keygc(config_for(*o, o->mode));
-      if (o->json) {
-        fmt::print("{}\n", comparison_json(base, patched).dump(2));
-      } else {
-        fmt::print("{}", comparison_text(base, patched));
-      }
-      return;
-    }
-    const keygc_result r = run_keygc(config_for(*o, o->mode));
-    if (o->json) {
-      fmt::print("{}\n", r.to_json().dump(2));
-    } else {
-      fmt::print("{}", result_text(r));
-    }
-  });
-}}};
+const command_registrar keygc_command{
+    {"keygc", [](CLI::App& app) {
+       auto o = std::make_shared<keygc_cli>();
+       auto* sub = app.add_subcommand(
+           "keygc",
+           "Seed 000: the key collector's execution times and the latency it inflicts "
+           "on its CPU (keygcbench)");
+       sub->add_option("--keys", o->config.keys, "Keys in the population")->capture_default_str();
+       sub->add_option("--per-keyring", o->config.per_keyring, "Keys per keyring")
+           ->capture_default_str();
+       sub->add_option("--mode", o->mode, "monolithic | chunked | budget")->capture_default_str();
+       sub->add_option("--chunk", o->config.chunk, "Chunk size (chunked mode)")
+           ->capture_default_str();
+       sub->add_option("--slice-us", o->config.slice_us, "Time slice per execution (budget mode)")
+           ->capture_default_str();
+       sub->add_option("--runs", o->config.runs, "Runs per mode (samples are pooled)")
+           ->capture_default_str();
+       sub->add_option("--cpu", o->config.cpu, "The collector's CPU (default: the last usable)");
+       sub->add_flag("--compare", o->compare,
+                     "Run the baseline (--against) and --mode side by side");
+       sub->add_option("--against", o->against, "Baseline mode for --compare")
+           ->capture_default_str();
+       sub->add_flag("--json", o->json, "One JSON object on stdout");
+       sub->callback([o] {
+         validate(*o);
+         if (o->compare) {
+           const keygc_result base = run_keygc(config_for(*o, o->against));
+           const keygc_result patched = run_keygc(config_for(*o, o->mode));
+           if (o->json) {
+             fmt::print("{}\n", comparison_json(base, patched).dump(2));
+           } else {
+             fmt::print("{}", comparison_text(base, patched));
+           }
+           return;
+         }
+         const keygc_result r = run_keygc(config_for(*o, o->mode));
+         if (o->json) {
+           fmt::print("{}\n", r.to_json().dump(2));
+         } else {
+           fmt::print("{}", result_text(r));
+         }
+       });
+     }}};
 
 std::string markdown(const nlohmann::json& j) {
   auto row = [](const char* name, const nlohmann::json& s) {
@@ -131,39 +138,41 @@ std::string markdown(const nlohmann::json& j) {
   std::string md;
   for (const char* side : {"baseline", "patched"}) {
     const nlohmann::json& r = j[side];
-    md += fmt::format("**{}** ({}{}, {} keys): total task time {:.1f} ms; probe p50 {:.1f} us, "
-                      "p99 {:.1f} us, max {:.1f} us; hog reports {}\n\n",
-                      side, r["mode"].get<std::string>(),
-                      r["mode"] == "chunked" ? fmt::format(" {}", r["chunk"].get<int>()) : "",
-                      r["keys"].get<std::size_t>(), r["total_ms"].get<double>(),
-                      r["probe"]["p50_us"].get<double>(), r["probe"]["p99_us"].get<double>(),
-                      r["probe"]["max_us"].get<double>(), r["hog_reports"].get<int>());
+    md += fmt::format(
+        "**{}** ({}{}, {} keys): total task time {:.1f} ms; probe p50 {:.1f} us, "
+        "p99 {:.1f} us, max {:.1f} us; hog reports {}\n\n",
+        side, r["mode"].get<std::string>(),
+        r["mode"] == "chunked" ? fmt::format(" {}", r["chunk"].get<int>()) : "",
+        r["keys"].get<std::size_t>(), r["total_ms"].get<double>(),
+        r["probe"]["p50_us"].get<double>(), r["probe"]["p99_us"].get<double>(),
+        r["probe"]["max_us"].get<double>(), r["hog_reports"].get<int>());
     md += "| phase | n | min ms | avg ms | max ms | var ms^2 |\n|---|---|---|---|---|---|\n";
-    md += row("unused", r["unused"]) + row("expired", r["expired"]) + row("combined", r["combined"]);
+    md +=
+        row("unused", r["unused"]) + row("expired", r["expired"]) + row("combined", r["combined"]);
     md += "\n";
   }
-  md += fmt::format("Ours: {:.1f}% drop in the combined variance, {:.1f}% {} in the total task "
-                    "time, {:.1f}% drop in the probe's max latency (seed: 93% drop, 2.2% "
-                    "increase).\n\n",
-                    j["variance_drop_pct"].get<double>(),
-                    std::abs(j["total_time_increase_pct"].get<double>()),
-                    j["total_time_increase_pct"].get<double>() >= 0 ? "increase" : "decrease",
-                    j["probe_max_drop_pct"].get<double>());
+  md += fmt::format(
+      "Ours: {:.1f}% drop in the combined variance, {:.1f}% {} in the total task "
+      "time, {:.1f}% drop in the probe's max latency (seed: 93% drop, 2.2% "
+      "increase).\n\n",
+      j["variance_drop_pct"].get<double>(), std::abs(j["total_time_increase_pct"].get<double>()),
+      j["total_time_increase_pct"].get<double>() >= 0 ? "increase" : "decrease",
+      j["probe_max_drop_pct"].get<double>());
   return md;
 }
 
-const experiment_registrar keygc_experiment{{
-    "keygc", "000", "keygcbench: monolithic vs chunked (64) collector",
-    [](const experiment_options& opt) {
-      keygc_config c;
-      c.keys = opt.quick ? 20'000 : 100'000;
-      keygc_config base = c;
-      base.mode = keys::gc_mode::monolithic;
-      const keygc_result b = run_keygc(base);
-      const keygc_result p = run_keygc(c);
-      return comparison_json(b, p);
-    },
-    markdown}};
+const experiment_registrar keygc_experiment{{"keygc", "000",
+                                             "keygcbench: monolithic vs chunked (64) collector",
+                                             [](const experiment_options& opt) {
+                                               keygc_config c;
+                                               c.keys = opt.quick ? 20'000 : 100'000;
+                                               keygc_config base = c;
+                                               base.mode = keys::gc_mode::monolithic;
+                                               const keygc_result b = run_keygc(base);
+                                               const keygc_result p = run_keygc(c);
+                                               return comparison_json(b, p);
+                                             },
+                                             markdown}};
 
 }  // namespace
 }  // namespace quiesce::cli

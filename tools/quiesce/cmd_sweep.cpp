@@ -34,7 +34,8 @@ struct sweep_row {
 // `within_pct` of the best total time.
 std::size_t choose(const std::vector<sweep_row>& rows, double within_pct) {
   double best_total = INFINITY;
-  for (const auto& r : rows) best_total = std::min(best_total, r.total_ms);
+  for (const auto& r : rows)
+    best_total = std::min(best_total, r.total_ms);
   const sweep_row* pick = nullptr;
   for (const auto& r : rows) {
     if (r.total_ms > best_total * (1 + within_pct / 100)) continue;
@@ -47,7 +48,8 @@ void write_plot(const std::string& png, const std::vector<sweep_row>& rows) {
   const std::string data = png + ".dat";
   {
     std::ofstream out(data);
-    for (const auto& r : rows) out << r.chunk << ' ' << r.variance_ms2 << ' ' << r.total_ms << '\n';
+    for (const auto& r : rows)
+      out << r.chunk << ' ' << r.variance_ms2 << ' ' << r.total_ms << '\n';
   }
   const std::string script = fmt::format(
       "set terminal pngcairo size 900,500\nset output '{}'\nset logscale x 2\nset logscale y\n"
@@ -67,10 +69,14 @@ void write_plot(const std::string& png, const std::vector<sweep_row>& rows) {
 
 nlohmann::json sweep_json(const sweep_cli& o, const std::vector<sweep_row>& rows,
                           std::size_t chosen) {
-  nlohmann::json j = {{"keys", o.keys}, {"runs", o.runs}, {"within_pct", o.within_pct},
-                      {"chosen_chunk", chosen}, {"rows", nlohmann::json::array()}};
+  nlohmann::json j = {{"keys", o.keys},
+                      {"runs", o.runs},
+                      {"within_pct", o.within_pct},
+                      {"chosen_chunk", chosen},
+                      {"rows", nlohmann::json::array()}};
   for (const auto& r : rows) {
-    j["rows"].push_back({{"chunk", r.chunk}, {"var_ms2", r.variance_ms2}, {"total_ms", r.total_ms}});
+    j["rows"].push_back(
+        {{"chunk", r.chunk}, {"var_ms2", r.variance_ms2}, {"total_ms", r.total_ms}});
   }
   return j;
 }
@@ -79,7 +85,8 @@ std::vector<sweep_row> measure(const sweep_cli& o, const std::vector<std::size_t
   const bool tty = ::isatty(STDERR_FILENO);
   std::vector<sweep_row> rows;
   for (std::size_t i = 0; i < chunks.size(); ++i) {
-    if (tty) fmt::print(stderr, "\rsweep keygc: chunk {} ({}/{})   ", chunks[i], i + 1, chunks.size());
+    if (tty)
+      fmt::print(stderr, "\rsweep keygc: chunk {} ({}/{})   ", chunks[i], i + 1, chunks.size());
     keygc_config c;
     c.keys = o.keys;
     c.chunk = chunks[i];
@@ -96,7 +103,8 @@ void run_sweep(const sweep_cli& o) {
   if (o.runs < 1) throw usage_error("--runs: must be at least 1");
   std::vector<std::size_t> chunks = o.chunks;
   if (chunks.empty()) {
-    for (std::size_t c = 1; c <= 1024; c *= 2) chunks.push_back(c);
+    for (std::size_t c = 1; c <= 1024; c *= 2)
+      chunks.push_back(c);
   }
   for (std::size_t c : chunks) {
     if (c == 0) throw usage_error("--chunks: sizes must be at least 1");
@@ -109,52 +117,58 @@ void run_sweep(const sweep_cli& o) {
     return;
   }
   fmt::print("chunk  combined var (ms^2)  total task time (ms)\n");
-  for (const auto& r : rows) fmt::print("{:>5}  {:>20.6f}  {:>20.3f}\n", r.chunk, r.variance_ms2, r.total_ms);
-  fmt::print("\nchosen: chunk {} - the lowest variance whose total time is within {}% of the "
-             "best ({} keys, runs per size: {})\n",
-             chosen, o.within_pct, o.keys, o.runs);
+  for (const auto& r : rows)
+    fmt::print("{:>5}  {:>20.6f}  {:>20.3f}\n", r.chunk, r.variance_ms2, r.total_ms);
+  fmt::print(
+      "\nchosen: chunk {} - the lowest variance whose total time is within {}% of the "
+      "best ({} keys, runs per size: {})\n",
+      chosen, o.within_pct, o.keys, o.runs);
   if (!o.plot.empty()) fmt::print("plot: {}\n", o.plot);
 }
 
-const command_registrar sweep_command{{"sweep", [](CLI::App& app) {
-  auto o = std::make_shared<sweep_cli>();
-  auto* sub = app.add_subcommand("sweep", "Parameter studies: 'sweep keygc' picks the chunk size");
-  sub->add_option("what", o->what, "What to sweep: keygc")->required();
-  sub->add_option("--chunks", o->chunks, "Chunk sizes (default 1 2 4 ... 1024)");
-  sub->add_option("--runs", o->runs, "Runs per size")->capture_default_str();
-  sub->add_option("--keys", o->keys, "Keys in the population")->capture_default_str();
-  sub->add_option("--within", o->within_pct,
-                  "Fitness: lowest variance within this % of the best total time")
-      ->capture_default_str();
-  sub->add_flag("--json", o->json, "One JSON object on stdout");
-  sub->add_option("--plot", o->plot, "Write a PNG (gnuplot): variance and total time vs size");
-  sub->callback([o] { run_sweep(*o); });
-}}};
+const command_registrar sweep_command{
+    {"sweep", [](CLI::App& app) {
+       auto o = std::make_shared<sweep_cli>();
+       auto* sub =
+           app.add_subcommand("sweep", "Parameter studies: 'sweep keygc' picks the chunk size");
+       sub->add_option("what", o->what, "What to sweep: keygc")->required();
+       sub->add_option("--chunks", o->chunks, "Chunk sizes (default 1 2 4 ... 1024)");
+       sub->add_option("--runs", o->runs, "Runs per size")->capture_default_str();
+       sub->add_option("--keys", o->keys, "Keys in the population")->capture_default_str();
+       sub->add_option("--within", o->within_pct,
+                       "Fitness: lowest variance within this % of the best total time")
+           ->capture_default_str();
+       sub->add_flag("--json", o->json, "One JSON object on stdout");
+       sub->add_option("--plot", o->plot, "Write a PNG (gnuplot): variance and total time vs size");
+       sub->callback([o] { run_sweep(*o); });
+     }}};
 
-const experiment_registrar sweep_experiment{{
-    "sweep keygc", "000", "the chunk-size study (sizes 1 .. 1024)",
-    [](const experiment_options& opt) {
-      sweep_cli o;
-      o.what = "keygc";
-      o.runs = opt.quick ? 1 : 2;
-      o.keys = opt.quick ? 5'000 : 20'000;
-      std::vector<std::size_t> chunks;
-      for (std::size_t c = 1; c <= 1024; c *= opt.quick ? 8 : 2) chunks.push_back(c);
-      const auto rows = measure(o, chunks);
-      return sweep_json(o, rows, choose(rows, o.within_pct));
-    },
-    [](const nlohmann::json& j) {
-      std::string md = "| chunk | combined var (ms^2) | total task time (ms) |\n|---|---|---|\n";
-      for (const auto& r : j["rows"]) {
-        md += fmt::format("| {} | {:.6f} | {:.3f} |\n", r["chunk"].get<std::size_t>(),
-                          r["var_ms2"].get<double>(), r["total_ms"].get<double>());
-      }
-      md += fmt::format("\nChosen: chunk {} (lowest variance within {}% of the best total time; "
-                        "{} keys, {} runs per size). The seed chose 64 from 1..1024, 3 runs each.\n\n",
-                        j["chosen_chunk"].get<std::size_t>(), j["within_pct"].get<double>(),
-                        j["keys"].get<std::size_t>(), j["runs"].get<int>());
-      return md;
-    }}};
+const experiment_registrar sweep_experiment{
+    {"sweep keygc", "000", "the chunk-size study (sizes 1 .. 1024)",
+     [](const experiment_options& opt) {
+       sweep_cli o;
+       o.what = "keygc";
+       o.runs = opt.quick ? 1 : 2;
+       o.keys = opt.quick ? 5'000 : 20'000;
+       std::vector<std::size_t> chunks;
+       for (std::size_t c = 1; c <= 1024; c *= opt.quick ? 8 : 2)
+         chunks.push_back(c);
+       const auto rows = measure(o, chunks);
+       return sweep_json(o, rows, choose(rows, o.within_pct));
+     },
+     [](const nlohmann::json& j) {
+       std::string md = "| chunk | combined var (ms^2) | total task time (ms) |\n|---|---|---|\n";
+       for (const auto& r : j["rows"]) {
+         md += fmt::format("| {} | {:.6f} | {:.3f} |\n", r["chunk"].get<std::size_t>(),
+                           r["var_ms2"].get<double>(), r["total_ms"].get<double>());
+       }
+       md += fmt::format(
+           "\nChosen: chunk {} (lowest variance within {}% of the best total time; "
+           "{} keys, {} runs per size). The seed chose 64 from 1..1024, 3 runs each.\n\n",
+           j["chosen_chunk"].get<std::size_t>(), j["within_pct"].get<double>(),
+           j["keys"].get<std::size_t>(), j["runs"].get<int>());
+       return md;
+     }}};
 
 }  // namespace
 }  // namespace quiesce::cli

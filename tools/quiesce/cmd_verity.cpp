@@ -154,14 +154,16 @@ struct bench_side {
   double seconds = 0;
   nlohmann::json to_json() const {
     return {{"queue", queue},
-            {"queue_to_start_us", {{"p50", sched_ns.percentile(50) / 1e3},
-                                   {"p99", sched_ns.percentile(99) / 1e3},
-                                   {"max", sched_ns.max() / 1e3},
-                                   {"total", sched_ns.mean() * static_cast<double>(sched_ns.count()) / 1e3}}},
+            {"queue_to_start_us",
+             {{"p50", sched_ns.percentile(50) / 1e3},
+              {"p99", sched_ns.percentile(99) / 1e3},
+              {"max", sched_ns.max() / 1e3},
+              {"total", sched_ns.mean() * static_cast<double>(sched_ns.count()) / 1e3}}},
             {"run_delay_ms", static_cast<double>(run_delay_ns) / 1e6},
-            {"read_latency_us", {{"p50", read_ns.percentile(50) / 1e3},
-                                 {"p99", read_ns.percentile(99) / 1e3},
-                                 {"max", read_ns.max() / 1e3}}},
+            {"read_latency_us",
+             {{"p50", read_ns.percentile(50) / 1e3},
+              {"p99", read_ns.percentile(99) / 1e3},
+              {"max", read_ns.max() / 1e3}}},
             {"reads", read_ns.count()},
             {"mib_per_s", static_cast<double>(bytes) / (1 << 20) / seconds}};
   }
@@ -180,7 +182,8 @@ bench_side bench_one(const fs::path& file, const std::string& name, const wq_opt
   for (int r = 0; r < o.readers; ++r) {
     threads.emplace_back(fmt::format("reader{}", r), [&, r] {
       std::vector<std::uint8_t> buf(o.read_kib * 1024);
-      std::uint64_t seq = static_cast<std::uint64_t>(r) * (v.size() / static_cast<std::uint64_t>(o.readers));
+      std::uint64_t seq =
+          static_cast<std::uint64_t>(r) * (v.size() / static_cast<std::uint64_t>(o.readers));
       std::uint64_t rng = static_cast<std::uint64_t>(r) * 7919 + 1;
       while (now_ns() < end) {
         std::uint64_t off;
@@ -205,14 +208,17 @@ bench_side bench_one(const fs::path& file, const std::string& name, const wq_opt
   s.queue = name;
   s.sched_ns = after.queue_to_start_ns;
   s.run_delay_ns = after.workers.run_delay_ns - before.workers.run_delay_ns;
-  for (auto& h : per_reader) s.read_ns.merge(h);
-  for (auto b : bytes) s.bytes += b;
+  for (auto& h : per_reader)
+    s.read_ns.merge(h);
+  for (auto b : bytes)
+    s.bytes += b;
   s.seconds = o.seconds;
   return s;
 }
 
 nlohmann::json run_bench_json(const bench_cli& o) {
-  const fs::path dir = fs::temp_directory_path() / fmt::format("quiesce-verity-bench-{}", ::getpid());
+  const fs::path dir =
+      fs::temp_directory_path() / fmt::format("quiesce-verity-bench-{}", ::getpid());
   fs::create_directories(dir);
   const fs::path file = dir / "data";
   {
@@ -232,13 +238,16 @@ nlohmann::json run_bench_json(const bench_cli& o) {
   verity::enable(file, verity::params{});
   const int ncpus = static_cast<int>(system_topology().cpus().size());
   // (a) the patch: WQ_HIGHPRI | WQ_PERCPU, max_active = num_online_cpus()
-  const bench_side bound = bench_one(file, "fsverity_read_queue",
-                                     wq_options{.highpri = true, .max_active = ncpus}, o);
+  const bench_side bound =
+      bench_one(file, "fsverity_read_queue", wq_options{.highpri = true, .max_active = ncpus}, o);
   // (b) before it: WQ_UNBOUND | WQ_HIGHPRI
-  const bench_side unbound = bench_one(file, "fsverity_read_queue_unbound",
-                                       wq_options{.unbound = true, .highpri = true, .max_active = ncpus}, o);
+  const bench_side unbound =
+      bench_one(file, "fsverity_read_queue_unbound",
+                wq_options{.unbound = true, .highpri = true, .max_active = ncpus}, o);
   fs::remove_all(dir);
-  auto drop = [](double before, double after) { return before == 0 ? 0 : (before - after) / before * 100; };
+  auto drop = [](double before, double after) {
+    return before == 0 ? 0 : (before - after) / before * 100;
+  };
   return {{"file_mib", o.file_mib},
           {"readers", o.readers},
           {"seconds", o.seconds},
@@ -249,104 +258,115 @@ nlohmann::json run_bench_json(const bench_cli& o) {
           {"sched_latency_drop_pct",
            drop(unbound.sched_ns.mean() * static_cast<double>(unbound.sched_ns.count()),
                 bound.sched_ns.mean() * static_cast<double>(bound.sched_ns.count()))},
-          {"sched_latency_p99_drop_pct",
-           drop(static_cast<double>(unbound.sched_ns.percentile(99)), static_cast<double>(bound.sched_ns.percentile(99)))},
-          {"run_delay_drop_pct", drop(static_cast<double>(unbound.run_delay_ns), static_cast<double>(bound.run_delay_ns))},
-          {"read_p99_drop_pct",
-           drop(static_cast<double>(unbound.read_ns.percentile(99)), static_cast<double>(bound.read_ns.percentile(99)))}};
+          {"sched_latency_p99_drop_pct", drop(static_cast<double>(unbound.sched_ns.percentile(99)),
+                                              static_cast<double>(bound.sched_ns.percentile(99)))},
+          {"run_delay_drop_pct", drop(static_cast<double>(unbound.run_delay_ns),
+                                      static_cast<double>(bound.run_delay_ns))},
+          {"read_p99_drop_pct", drop(static_cast<double>(unbound.read_ns.percentile(99)),
+                                     static_cast<double>(bound.read_ns.percentile(99)))}};
 }
 
 std::string bench_markdown(const nlohmann::json& j) {
-  std::string md = "| queue | queue->start p50 / p99 / max us | total waited ms | workers run_delay ms | read p50 / p99 / max us | MiB/s |\n|---|---|---|---|---|---|\n";
+  std::string md =
+      "| queue | queue->start p50 / p99 / max us | total waited ms | workers run_delay ms | read "
+      "p50 / p99 / max us | MiB/s |\n|---|---|---|---|---|---|\n";
   for (const char* side : {"unbound", "bound"}) {
     const auto& r = j[side];
     const auto& q = r["queue_to_start_us"];
     const auto& rl = r["read_latency_us"];
-    md += fmt::format("| {} ({}) | {:.1f} / {:.1f} / {:.1f} | {:.1f} | {:.1f} | {:.1f} / {:.1f} / {:.1f} | {:.0f} |\n",
-                      side, r["queue"].get<std::string>(), q["p50"].get<double>(), q["p99"].get<double>(),
-                      q["max"].get<double>(), q["total"].get<double>() / 1e3, r["run_delay_ms"].get<double>(),
-                      rl["p50"].get<double>(), rl["p99"].get<double>(), rl["max"].get<double>(),
-                      r["mib_per_s"].get<double>());
+    md += fmt::format(
+        "| {} ({}) | {:.1f} / {:.1f} / {:.1f} | {:.1f} | {:.1f} | {:.1f} / {:.1f} / {:.1f} | "
+        "{:.0f} |\n",
+        side, r["queue"].get<std::string>(), q["p50"].get<double>(), q["p99"].get<double>(),
+        q["max"].get<double>(), q["total"].get<double>() / 1e3, r["run_delay_ms"].get<double>(),
+        rl["p50"].get<double>(), rl["p99"].get<double>(), rl["max"].get<double>(),
+        r["mib_per_s"].get<double>());
   }
-  md += fmt::format("\nOurs: verification scheduler latency (total time waiting to start) -{:.1f}% from the "
-                    "unbound to the per-CPU queue (p99 -{:.1f}%), workers' runqueue wait -{:.1f}%, read p99 "
-                    "-{:.1f}%. Seed: -96% time runnable (553.8 ms -> 19.0 ms) on an ARM64 phone.\n\n"
-                    "What this machine can show: 2 x86 vCPUs with SHA-NI and no storage interrupts (the file "
-                    "is in the page cache), so the bios complete on the reader's CPU and the per-CPU queue "
-                    "keeps verification there, while the unbound queue hands it to whichever worker and CPU "
-                    "is free. It cannot show a phone's big.LITTLE scheduling, cold-start I/O or the 30 ms "
-                    "app-start gain; the direction, not the size, is what transfers.\n\n",
-                    j["sched_latency_drop_pct"].get<double>(), j["sched_latency_p99_drop_pct"].get<double>(),
-                    j["run_delay_drop_pct"].get<double>(), j["read_p99_drop_pct"].get<double>());
+  md += fmt::format(
+      "\nOurs: verification scheduler latency (total time waiting to start) -{:.1f}% from the "
+      "unbound to the per-CPU queue (p99 -{:.1f}%), workers' runqueue wait -{:.1f}%, read p99 "
+      "-{:.1f}%. Seed: -96% time runnable (553.8 ms -> 19.0 ms) on an ARM64 phone.\n\n"
+      "What this machine can show: 2 x86 vCPUs with SHA-NI and no storage interrupts (the file "
+      "is in the page cache), so the bios complete on the reader's CPU and the per-CPU queue "
+      "keeps verification there, while the unbound queue hands it to whichever worker and CPU "
+      "is free. It cannot show a phone's big.LITTLE scheduling, cold-start I/O or the 30 ms "
+      "app-start gain; the direction, not the size, is what transfers.\n\n",
+      j["sched_latency_drop_pct"].get<double>(), j["sched_latency_p99_drop_pct"].get<double>(),
+      j["run_delay_drop_pct"].get<double>(), j["read_p99_drop_pct"].get<double>());
   return md;
 }
 
-const experiment_registrar verity_experiment{{
-    "verity bench", "004", "verified reads: verification on an unbound vs a per-CPU highpri queue",
-    [](const experiment_options& opt) {
-      bench_cli o;
-      o.file_mib = opt.quick ? 32 : 256;
-      o.seconds = opt.quick ? 1 : 3;
-      return run_bench_json(o);
-    },
-    bench_markdown}};
+const experiment_registrar verity_experiment{
+    {"verity bench", "004", "verified reads: verification on an unbound vs a per-CPU highpri queue",
+     [](const experiment_options& opt) {
+       bench_cli o;
+       o.file_mib = opt.quick ? 32 : 256;
+       o.seconds = opt.quick ? 1 : 3;
+       return run_bench_json(o);
+     },
+     bench_markdown}};
 
-const command_registrar verity_command{{"verity", [](CLI::App& app) {
-  auto* sub = app.add_subcommand(
-      "verity", "Seed 004: fs-verity Merkle trees and digests (byte-identical to fsverity)");
-  sub->require_subcommand(1);
-  auto o = std::make_shared<digest_cli>();
-  auto* digest = sub->add_subcommand("digest", "Print the fs-verity digest of each FILE");
-  digest->add_option("FILE", o->files, "Files to digest")->required();
-  digest->add_option("--hash-alg", o->hash_alg, "sha256 | sha512")->capture_default_str();
-  digest->add_option("--block-size", o->block_size, "Merkle tree block size")
-      ->capture_default_str();
-  digest->add_option("--salt", o->salt, "Salt, as hex (up to 32 bytes)");
-  digest->add_option("--out-merkle-tree", o->out_tree, "Write the Merkle tree here");
-  digest->add_option("--out-descriptor", o->out_descriptor, "Write the descriptor here");
-  digest->add_flag("--for-builtin-sig", o->for_builtin_sig,
-                   "Print the message a built-in signature signs, as hex");
-  digest->add_flag("--single-thread", o->single,
-                   "Hash on this thread only (default: level 0 in parallel on a workqueue)");
-  digest->callback([o] { run_digest(*o); });
+const command_registrar verity_command{
+    {"verity", [](CLI::App& app) {
+       auto* sub = app.add_subcommand(
+           "verity", "Seed 004: fs-verity Merkle trees and digests (byte-identical to fsverity)");
+       sub->require_subcommand(1);
+       auto o = std::make_shared<digest_cli>();
+       auto* digest = sub->add_subcommand("digest", "Print the fs-verity digest of each FILE");
+       digest->add_option("FILE", o->files, "Files to digest")->required();
+       digest->add_option("--hash-alg", o->hash_alg, "sha256 | sha512")->capture_default_str();
+       digest->add_option("--block-size", o->block_size, "Merkle tree block size")
+           ->capture_default_str();
+       digest->add_option("--salt", o->salt, "Salt, as hex (up to 32 bytes)");
+       digest->add_option("--out-merkle-tree", o->out_tree, "Write the Merkle tree here");
+       digest->add_option("--out-descriptor", o->out_descriptor, "Write the descriptor here");
+       digest->add_flag("--for-builtin-sig", o->for_builtin_sig,
+                        "Print the message a built-in signature signs, as hex");
+       digest->add_flag("--single-thread", o->single,
+                        "Hash on this thread only (default: level 0 in parallel on a workqueue)");
+       digest->callback([o] { run_digest(*o); });
 
-  auto e = std::make_shared<enable_cli>();
-  auto* enable = sub->add_subcommand("enable", "Build FILE's Merkle tree into a sidecar (FILE.verity)");
-  enable->add_option("FILE", e->file, "The file")->required();
-  enable->add_option("--hash-alg", e->hash_alg, "sha256 | sha512")->capture_default_str();
-  enable->add_option("--block-size", e->block_size, "Merkle tree block size")->capture_default_str();
-  enable->add_option("--salt", e->salt, "Salt, as hex (up to 32 bytes)");
-  enable->add_option("--sidecar", e->sidecar, "Where to write it (default FILE.verity)");
-  enable->callback([e] { run_enable(*e); });
+       auto e = std::make_shared<enable_cli>();
+       auto* enable =
+           sub->add_subcommand("enable", "Build FILE's Merkle tree into a sidecar (FILE.verity)");
+       enable->add_option("FILE", e->file, "The file")->required();
+       enable->add_option("--hash-alg", e->hash_alg, "sha256 | sha512")->capture_default_str();
+       enable->add_option("--block-size", e->block_size, "Merkle tree block size")
+           ->capture_default_str();
+       enable->add_option("--salt", e->salt, "Salt, as hex (up to 32 bytes)");
+       enable->add_option("--sidecar", e->sidecar, "Where to write it (default FILE.verity)");
+       enable->callback([e] { run_enable(*e); });
 
-  auto v = std::make_shared<std::pair<std::string, std::string>>();
-  auto* verify = sub->add_subcommand(
-      "verify", "Read FILE through the verified path; exit 1 naming the first bad block");
-  verify->add_option("FILE", v->first, "The file")->required();
-  verify->add_option("--sidecar", v->second, "Its sidecar (default FILE.verity)");
-  verify->callback([v] { run_verify(v->first, v->second); });
+       auto v = std::make_shared<std::pair<std::string, std::string>>();
+       auto* verify = sub->add_subcommand(
+           "verify", "Read FILE through the verified path; exit 1 naming the first bad block");
+       verify->add_option("FILE", v->first, "The file")->required();
+       verify->add_option("--sidecar", v->second, "Its sidecar (default FILE.verity)");
+       verify->callback([v] { run_verify(v->first, v->second); });
 
-  auto b = std::make_shared<bench_cli>();
-  auto* bench = sub->add_subcommand(
-      "bench", "Seed 004: verification on a per-CPU highpri queue vs an unbound one");
-  bench->add_option("--file-mib", b->file_mib, "Size of the generated file")->capture_default_str();
-  bench->add_option("--readers", b->readers, "Reader threads (even: random, odd: sequential)")
-      ->capture_default_str();
-  bench->add_option("--seconds", b->seconds, "Seconds per queue")->capture_default_str();
-  bench->add_option("--read-kib", b->read_kib, "Bytes per read (KiB)")->capture_default_str();
-  bench->add_flag("--json", b->json, "One JSON object on stdout");
-  bench->callback([b] {
-    if (b->file_mib == 0 || b->readers < 1 || !(b->seconds > 0) || b->read_kib == 0) {
-      throw usage_error("verity bench: --file-mib, --readers, --seconds and --read-kib must be positive");
-    }
-    const nlohmann::json j = run_bench_json(*b);
-    if (b->json) {
-      fmt::print("{}\n", j.dump(2));
-    } else {
-      fmt::print("{}", bench_markdown(j));
-    }
-  });
-}}};
+       auto b = std::make_shared<bench_cli>();
+       auto* bench = sub->add_subcommand(
+           "bench", "Seed 004: verification on a per-CPU highpri queue vs an unbound one");
+       bench->add_option("--file-mib", b->file_mib, "Size of the generated file")
+           ->capture_default_str();
+       bench->add_option("--readers", b->readers, "Reader threads (even: random, odd: sequential)")
+           ->capture_default_str();
+       bench->add_option("--seconds", b->seconds, "Seconds per queue")->capture_default_str();
+       bench->add_option("--read-kib", b->read_kib, "Bytes per read (KiB)")->capture_default_str();
+       bench->add_flag("--json", b->json, "One JSON object on stdout");
+       bench->callback([b] {
+         if (b->file_mib == 0 || b->readers < 1 || !(b->seconds > 0) || b->read_kib == 0) {
+           throw usage_error(
+               "verity bench: --file-mib, --readers, --seconds and --read-kib must be positive");
+         }
+         const nlohmann::json j = run_bench_json(*b);
+         if (b->json) {
+           fmt::print("{}\n", j.dump(2));
+         } else {
+           fmt::print("{}", bench_markdown(j));
+         }
+       });
+     }}};
 
 }  // namespace
 }  // namespace quiesce::cli

@@ -109,7 +109,8 @@ void one_run(const keygc_config& cfg, keygc_result& out) {
   auto rings = populate(store, cfg.keys, cfg.per_keyring);
   store.gc_wait_idle();
   phase = 1;
-  for (auto r : rings) store.clear(r);
+  for (auto r : rings)
+    store.clear(r);
   while (store.live_keys() > baseline_keys + rings.size()) {
     store.gc_wait_idle();
     if (store.live_keys() > baseline_keys + rings.size()) store.gc_request();
@@ -123,7 +124,8 @@ void one_run(const keygc_config& cfg, keygc_result& out) {
   phase = 2;
   const auto timeout = std::chrono::nanoseconds(static_cast<std::int64_t>(cfg.timeout_ms * 1e6));
   for (auto r : rings2) {
-    for (auto k : store.links(r)) store.set_timeout(k, timeout);
+    for (auto k : store.links(r))
+      store.set_timeout(k, timeout);
   }
   // The store's timer queues the collector once the first key expired (gc_delay 0).
   while (store.live_keys() > with_rings + rings2.size()) {
@@ -170,23 +172,25 @@ keygc_result run_keygc(const keygc_config& config) {
   r.config = config;
   if (r.config.cpu < 0) r.config.cpu = system_topology().cpus().cpus().back();
   log_capture capture(/*forward=*/false);  // hog reports are counted, not printed mid-table
-  for (int i = 0; i < config.runs; ++i) one_run(r.config, r);
+  for (int i = 0; i < config.runs; ++i)
+    one_run(r.config, r);
   r.hog_reports = capture.count("hogged CPU");
   return r;
 }
 
 std::string keygc_lines(const keygc_result& r) {
-  return keygcbench_line("unused", r.unused) + "\n" + keygcbench_line("expired", r.expired) +
-         "\n" + keygcbench_line("combined", r.combined()) + "\n";
+  return keygcbench_line("unused", r.unused) + "\n" + keygcbench_line("expired", r.expired) + "\n" +
+         keygcbench_line("combined", r.combined()) + "\n";
 }
 
 keygc_comparison compare(const keygc_result& base, const keygc_result& patched) {
   auto pct = [](double before, double after) {
     return before == 0 ? 0.0 : (before - after) / before * 100.0;
   };
-  return {pct(base.combined().variance(), patched.combined().variance()),
-          -pct(base.total_ms(), patched.total_ms()),
-          pct(static_cast<double>(base.probe_ns.max()), static_cast<double>(patched.probe_ns.max()))};
+  return {
+      pct(base.combined().variance(), patched.combined().variance()),
+      -pct(base.total_ms(), patched.total_ms()),
+      pct(static_cast<double>(base.probe_ns.max()), static_cast<double>(patched.probe_ns.max()))};
 }
 
 }  // namespace quiesce::cli

@@ -19,7 +19,7 @@ struct keygc_config {
   std::size_t chunk = 64;
   double slice_us = 100;
   int runs = 1;
-  int cpu = -1;  // the collector's CPU (-1: the last usable CPU)
+  int cpu = -1;             // the collector's CPU (-1: the last usable CPU)
   double timeout_ms = 500;  // expired phase: every key's timeout (gc_delay is 0)
 };
 
@@ -28,8 +28,8 @@ struct keygc_result {
   summary unused, expired;  // execution durations, ns
   summary combined() const;
   double total_ms() const { return combined().sum() / 1e6; }
-  histogram probe_ns;       // probe work item: queue -> start on the collector's CPU pool
-  std::uint64_t hog_reports = 0;   // "hogged CPU" lines the watchdog printed
+  histogram probe_ns;             // probe work item: queue -> start on the collector's CPU pool
+  std::uint64_t hog_reports = 0;  // "hogged CPU" lines the watchdog printed
   std::uint64_t executions = 0;
   nlohmann::json to_json() const;
 };

@@ -17,7 +17,8 @@ using namespace std::chrono_literals;
 TEST(Budget, ItemBudgetStopsAfterNItems) {
   budget b = budget::items(64);
   int processed = 0;
-  while (b.spend()) ++processed;
+  while (b.spend())
+    ++processed;
   EXPECT_EQ(processed, 64);
   EXPECT_TRUE(b.exhausted());
   EXPECT_EQ(b.spent(), 64u);
@@ -32,7 +33,8 @@ TEST(Budget, TimeBudgetStopsOnceTheSliceHasPassed) {
   const std::uint64_t start = now_ns();  // before the budget: its slice starts after this
   budget b = budget::time(1ms);
   std::size_t items = 0;
-  while (b.spend()) ++items;
+  while (b.spend())
+    ++items;
   // It cannot stop before the slice has passed (a lower bound, never a timing race).
   EXPECT_GE(now_ns() - start, 1'000'000u);
   EXPECT_GE(items, 17u);
@@ -47,18 +49,21 @@ TEST(Budget, TimeBudgetAlwaysAllowsTheFirstItem) {
 
 TEST(Budget, UnlimitedNeverRunsOut) {
   budget b = budget::unlimited();
-  for (int i = 0; i < 100000; ++i) ASSERT_TRUE(b.spend());
+  for (int i = 0; i < 100000; ++i)
+    ASSERT_TRUE(b.spend());
   EXPECT_FALSE(b.exhausted());
 }
 
 TEST(AdaptiveBudget, ConvergesToTheTargetFromMeasuredCost) {
   adaptive_budget a(100us, 1, 1 << 20, 64);
   EXPECT_EQ(a.chunk(), 64u);
-  for (int i = 0; i < 30; ++i) a.record(a.chunk(), std::chrono::nanoseconds(a.chunk() * 250));
+  for (int i = 0; i < 30; ++i)
+    a.record(a.chunk(), std::chrono::nanoseconds(a.chunk() * 250));
   EXPECT_EQ(a.chunk(), 400u);  // 100 us / 250 ns per item
   EXPECT_DOUBLE_EQ(a.ns_per_item(), 250.0);
   // Costs rise: chunks shrink, but never below min_items.
-  for (int i = 0; i < 60; ++i) a.record(10, 10ms);
+  for (int i = 0; i < 60; ++i)
+    a.record(10, 10ms);
   EXPECT_EQ(a.chunk(), 1u);
   EXPECT_EQ(a.next().spent(), 0u);
   EXPECT_THROW(adaptive_budget(0ns), std::invalid_argument);
@@ -74,7 +79,8 @@ TEST(ResumableWork, KeepsItsCursorAcrossExecutionsAndLetsOthersRun) {
   resumable_work walker(
       "walker", wq, [] { return budget::items(64); },
       [&](budget& b) {
-        while (cursor < total && b.spend()) ++cursor;
+        while (cursor < total && b.spend())
+          ++cursor;
         order.push_back(static_cast<int>(cursor));
         return cursor < total ? progress::more : progress::done;
       });

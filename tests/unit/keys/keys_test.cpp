@@ -100,7 +100,8 @@ TEST(KeyStore, UnreferencedKeysAreCollectedInEveryMode) {
   for (gc_mode mode : {gc_mode::monolithic, gc_mode::chunked, gc_mode::budget}) {
     key_store s(store_options{.mode = mode, .chunk = 7});
     const key_serial ring = s.add_keyring("ring");
-    for (int i = 0; i < 500; ++i) s.add_key("user", "k" + std::to_string(i), "v", ring);
+    for (int i = 0; i < 500; ++i)
+      s.add_key("user", "k" + std::to_string(i), "v", ring);
     EXPECT_EQ(s.live_keys(), 502u);  // root + ring + 500
     s.clear(ring);
     s.gc_wait_idle();
@@ -180,7 +181,8 @@ TEST(KeyStore, UnregisteringATypeInUseCompletesAndLeavesNone) {
     });
     const key_serial ring = s.add_keyring("ring");
     std::vector<key_serial> keys;
-    for (int i = 0; i < 20; ++i) keys.push_back(s.add_key("big_key", "b" + std::to_string(i), "x", ring));
+    for (int i = 0; i < 20; ++i)
+      keys.push_back(s.add_key("big_key", "b" + std::to_string(i), "x", ring));
     const key_serial other = s.add_key("user", "stays", "v", ring);
     key_ref held = s.get(keys[0]);  // in use while its type goes away
     s.unregister_type("big_key");   // blocks through the three passes
@@ -193,7 +195,8 @@ TEST(KeyStore, UnregisteringATypeInUseCompletesAndLeavesNone) {
     s.gc_wait_idle();
     s.gc_request();
     s.gc_wait_idle();
-    for (key_serial k : keys) EXPECT_FALSE(s.exists(k)) << to_string(mode);
+    for (key_serial k : keys)
+      EXPECT_FALSE(s.exists(k)) << to_string(mode);
     EXPECT_EQ(destroyed.load(), 20);  // every payload destroyed exactly once
     EXPECT_TRUE(s.exists(other));
   }
@@ -210,7 +213,8 @@ TEST(KeyStore, NoKeyIsDestroyedWhileAReaderHoldsItsKeyring) {
   std::atomic<int> destroyed{0};
   s.register_type("tracked", [&destroyed](std::string&) { ++destroyed; });
   const key_serial ring = s.add_keyring("ring");
-  for (int i = 0; i < 10; ++i) s.add_key("tracked", "t" + std::to_string(i), "v", ring);
+  for (int i = 0; i < 10; ++i)
+    s.add_key("tracked", "t" + std::to_string(i), "v", ring);
   gate inside, release;
   std::atomic<int> seen_destroyed{-1};
   std::thread reader([&] {
@@ -312,7 +316,8 @@ std::map<std::string, std::vector<std::string>> run_script(gc_mode mode, std::si
           if (rng() % 4 == 0 && ring != s.root()) s.clear(ring);
           break;
         case 6:
-          if (!keys.empty()) s.set_timeout(keys[rng() % keys.size()], std::chrono::seconds(rng() % 5 + 1));
+          if (!keys.empty())
+            s.set_timeout(keys[rng() % keys.size()], std::chrono::seconds(rng() % 5 + 1));
           break;
         case 7:
           now += 1'000'000'000;
@@ -337,7 +342,8 @@ std::map<std::string, std::vector<std::string>> run_script(gc_mode mode, std::si
     if (!s.exists(serial)) continue;
     std::vector<std::string> linked;
     if (s.info(serial).keyring) {
-      for (key_serial l : s.links(serial)) linked.push_back(name[l]);
+      for (key_serial l : s.links(serial))
+        linked.push_back(name[l]);
       std::sort(linked.begin(), linked.end());
     }
     result[d] = linked;

@@ -157,7 +157,8 @@ TEST(Rcu, NestedSectionsEndAtTheOutermostUnlock) {
 
 TEST(Rcu, BarrierWaitsForEveryEarlierCallback) {
   std::atomic<int> ran{0};
-  for (int i = 0; i < 1000; ++i) rcu_call(rcu_default_domain(), [&ran] { ++ran; });
+  for (int i = 0; i < 1000; ++i)
+    rcu_call(rcu_default_domain(), [&ran] { ++ran; });
   rcu_barrier();
   EXPECT_EQ(ran.load(), 1000);
   const rcu_stats s = rcu_domain_stats(rcu_default_domain());
@@ -209,7 +210,8 @@ struct node : rcu_obj_base<node> {
 
 TEST(Rcu, ObjBaseRetiresWithoutAllocating) {
   std::atomic<int> deleted{0};
-  for (int i = 0; i < 100; ++i) (new node(&deleted))->retire();
+  for (int i = 0; i < 100; ++i)
+    (new node(&deleted))->retire();
   rcu_barrier();
   EXPECT_EQ(deleted.load(), 100);
 }
@@ -264,13 +266,14 @@ TEST(Rcu, ConcurrentSynchronizeCallersShareGracePeriods) {
   ASSERT_TRUE(entered.wait());
   const rcu_stats before = rcu_domain_stats(rcu_default_domain());
   std::vector<std::thread> threads;
-  for (int i = 0; i < callers; ++i) threads.emplace_back([] { rcu_synchronize(); });
+  for (int i = 0; i < callers; ++i)
+    threads.emplace_back([] { rcu_synchronize(); });
   // All callers block behind the reader's grace period.
-  ASSERT_TRUE(eventually([&] {
-    return rcu_domain_stats(rcu_default_domain()).waiting_threads == callers;
-  }));
+  ASSERT_TRUE(eventually(
+      [&] { return rcu_domain_stats(rcu_default_domain()).waiting_threads == callers; }));
   release.open();
-  for (auto& t : threads) t.join();
+  for (auto& t : threads)
+    t.join();
   reader.join();
   const rcu_stats after = rcu_domain_stats(rcu_default_domain());
   EXPECT_EQ(after.synchronize_calls - before.synchronize_calls, static_cast<unsigned>(callers));
@@ -292,7 +295,8 @@ TEST(Rcu, PollingCookies) {
 
 TEST(Rcu, StatsCountGracePeriodsAndDurations) {
   const rcu_stats before = rcu_domain_stats(rcu_default_domain());
-  for (int i = 0; i < 5; ++i) rcu_synchronize();
+  for (int i = 0; i < 5; ++i)
+    rcu_synchronize();
   const rcu_stats after = rcu_domain_stats(rcu_default_domain());
   EXPECT_EQ(after.gp_completed - before.gp_completed, 5u);
   EXPECT_EQ(after.gp_started, after.gp_completed);

@@ -19,11 +19,16 @@ using namespace std::chrono_literals;
 using test::eventually;
 
 TEST(Sanitizer, PageAccountingHoldsAfterEveryPass) {
-  page_sanitizer s({.pages = 5000, .passes = 1, .fail_share = 0.1, .poison_share = 0.02,
-                    .policy = qs_policy::none, .seed = 7});
+  page_sanitizer s({.pages = 5000,
+                    .passes = 1,
+                    .fail_share = 0.1,
+                    .poison_share = 0.02,
+                    .policy = qs_policy::none,
+                    .seed = 7});
   const sanitize_result r = s.run();
   ASSERT_EQ(r.passes.size(), 2u);  // failures were retried once
-  for (const pass_counts& p : r.passes) EXPECT_EQ(p.sanitized + p.left_dirty + p.poisoned, 5000u);
+  for (const pass_counts& p : r.passes)
+    EXPECT_EQ(p.sanitized + p.left_dirty + p.poisoned, 5000u);
   EXPECT_GT(r.passes[0].left_dirty, 0u);
   EXPECT_EQ(r.passes[1].left_dirty, 0u);  // they succeed the second time
   EXPECT_GT(r.passes[1].poisoned, 0u);
@@ -32,8 +37,12 @@ TEST(Sanitizer, PageAccountingHoldsAfterEveryPass) {
 }
 
 TEST(Sanitizer, StopEndsTheLoopWithinOnePageAndKeepsListsConsistent) {
-  page_sanitizer s({.pages = 30000, .passes = 8, .fail_share = 0.05, .poison_share = 0.01,
-                    .policy = qs_policy::none, .seed = 3});
+  page_sanitizer s({.pages = 30000,
+                    .passes = 8,
+                    .fail_share = 0.05,
+                    .poison_share = 0.01,
+                    .policy = qs_policy::none,
+                    .seed = 3});
   sanitize_result r;
   std::thread t([&] { r = s.run(); });
   ASSERT_TRUE(eventually([&] { return s.pages_done() > 1000; }));
@@ -73,14 +82,19 @@ struct scenario {
       rcu_thread_online(rcu_tasks_domain());
       online = true;
       while (!stop.load()) {
-        page_sanitizer batch({.pages = 2000, .passes = 1, .fail_share = 0, .poison_share = 0,
-                              .policy = policy, .seed = 1});
+        page_sanitizer batch({.pages = 2000,
+                              .passes = 1,
+                              .fail_share = 0,
+                              .poison_share = 0,
+                              .policy = policy,
+                              .seed = 1});
         batch.run();
       }
       loop_ended = true;
       rcu_thread_offline(rcu_tasks_domain());
     });
-    while (!online.load()) std::this_thread::yield();
+    while (!online.load())
+      std::this_thread::yield();
     waiter = named_thread("systemd", [this] {
       rcu_synchronize(rcu_tasks_domain());
       loop_running_at_return = !loop_ended.load();
@@ -128,7 +142,9 @@ TEST(SanitizerTasks, WithoutQuiescentStatesTheWaiterWaitsForTheWholeLoop) {
   expect_waiter_held(qs_policy::none);
 }
 
-TEST(SanitizerTasks, CondReschedAloneDoesNotHelp) { expect_waiter_held(qs_policy::resched); }
+TEST(SanitizerTasks, CondReschedAloneDoesNotHelp) {
+  expect_waiter_held(qs_policy::resched);
+}
 
 TEST(Boot, ReportsTheWaiterBootAndSanitizer) {
   boot_options o;

@@ -5,15 +5,15 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <span>
 #include <stdexcept>
 #include <string>
-#include <algorithm>
-#include <atomic>
-#include <span>
 #include <system_error>
 #include <thread>
 
@@ -29,7 +29,8 @@ std::string run(const std::string& cmd) {
   if (!p) return {};
   std::string out;
   char buf[512];
-  while (std::fgets(buf, sizeof buf, p)) out += buf;
+  while (std::fgets(buf, sizeof buf, p))
+    out += buf;
   ::pclose(p);
   return out;
 }
@@ -53,7 +54,8 @@ class VerityOracle : public testing::Test {
     const fs::path path = dir_ / ("f" + std::to_string(size) + "_" + std::to_string(seed));
     std::mt19937 rng(seed);
     std::vector<char> data(size);
-    for (auto& c : data) c = static_cast<char>(rng());
+    for (auto& c : data)
+      c = static_cast<char>(rng());
     std::ofstream(path, std::ios::binary).write(data.data(), static_cast<std::streamsize>(size));
     return path;
   }
@@ -64,17 +66,17 @@ class VerityOracle : public testing::Test {
     std::string args = fmt("--hash-alg=%s --block-size=%zu", to_string(p.alg), p.block_size);
     if (!p.salt.empty()) args += " --salt=" + to_hex(p.salt);
     const fs::path tree = dir_ / "tree", desc = dir_ / "desc";
-    const std::string out = run("fsverity digest '" + file.string() + "' " + args +
-                                " --out-merkle-tree=" + tree.string() +
-                                " --out-descriptor=" + desc.string());
-    const std::string ours = std::string(to_string(p.alg)) + ":" + to_hex(file_digest(t)) + " " +
-                             file.string() + "\n";
+    const std::string out =
+        run("fsverity digest '" + file.string() + "' " + args +
+            " --out-merkle-tree=" + tree.string() + " --out-descriptor=" + desc.string());
+    const std::string ours =
+        std::string(to_string(p.alg)) + ":" + to_hex(file_digest(t)) + " " + file.string() + "\n";
     EXPECT_EQ(ours, out) << args << " size " << t.data_size;
     EXPECT_EQ(t.tree, read_all(tree)) << args;
     const auto d = descriptor(t);
     EXPECT_EQ(std::vector<std::uint8_t>(d.begin(), d.end()), read_all(desc)) << args;
-    const std::string sig = run("fsverity digest '" + file.string() + "' " + args +
-                                " --for-builtin-sig");
+    const std::string sig =
+        run("fsverity digest '" + file.string() + "' " + args + " --for-builtin-sig");
     EXPECT_EQ(to_hex(builtin_sig_message(t)) + " " + file.string() + "\n", sig) << args;
   }
 
@@ -89,8 +91,8 @@ class VerityOracle : public testing::Test {
 };
 
 TEST_F(VerityOracle, EdgeSizesEveryAlgorithmBlockSizeAndSalt) {
-  const std::vector<std::size_t> sizes = {0, 1, 4095, 4096, 4097, 65536, 1 << 20, (1 << 20) + 1,
-                                          3 * 4096 * 128 + 7};
+  const std::vector<std::size_t> sizes = {
+      0, 1, 4095, 4096, 4097, 65536, 1 << 20, (1 << 20) + 1, 3 * 4096 * 128 + 7};
   for (std::size_t size : sizes) {
     const fs::path f = make_file(size, static_cast<unsigned>(size));
     for (hash_alg alg : {hash_alg::sha256, hash_alg::sha512}) {
@@ -111,7 +113,7 @@ TEST_F(VerityOracle, EdgeSizesEveryAlgorithmBlockSizeAndSalt) {
 
 TEST_F(VerityOracle, SmallestBlockSizesAndMultiLevelTrees) {
   const fs::path f = make_file(200'000, 9);
-  check(f, params{hash_alg::sha256, 64, {}});   // 2 hashes per block: a deep tree
+  check(f, params{hash_alg::sha256, 64, {}});  // 2 hashes per block: a deep tree
   check(f, params{hash_alg::sha512, 128, {1, 2, 3}});
 }
 
@@ -173,10 +175,11 @@ class VerifiedReads : public testing::Test {
   fs::path make(std::size_t size, unsigned seed) {
     data_.resize(size);
     std::mt19937 rng(seed);
-    for (auto& c : data_) c = static_cast<std::uint8_t>(rng());
+    for (auto& c : data_)
+      c = static_cast<std::uint8_t>(rng());
     const fs::path p = dir_ / ("file" + std::to_string(seed));
-    std::ofstream(p, std::ios::binary).write(reinterpret_cast<const char*>(data_.data()),
-                                             static_cast<std::streamsize>(size));
+    std::ofstream(p, std::ios::binary)
+        .write(reinterpret_cast<const char*>(data_.data()), static_cast<std::streamsize>(size));
     return p;
   }
   void corrupt(const fs::path& p, std::uint64_t at) {
@@ -200,7 +203,8 @@ TEST_F(VerifiedReads, ReadsReturnTheFileAndUseTheTreeBitmap) {
     EXPECT_EQ(v.digest(), file_digest(t));
     std::vector<std::uint8_t> out(data_.size());
     for (std::uint64_t off = 0; off < data_.size(); off += 65536) {
-      const auto n = v.read(off, std::span(out).subspan(off, std::min<std::size_t>(65536, data_.size() - off)));
+      const auto n = v.read(
+          off, std::span(out).subspan(off, std::min<std::size_t>(65536, data_.size() - off)));
       EXPECT_GT(n, 0u);
     }
     EXPECT_EQ(out, data_);
@@ -270,8 +274,10 @@ TEST_F(VerifiedReads, TamperingFailsExactlyTheAffectedReads) {
   workqueue wq("vq2");
   const fs::path f = make(1 << 20, 13);
   std::vector<int> first_leaf(128), all(256);
-  for (int i = 0; i < 256; ++i) all[static_cast<std::size_t>(i)] = i;
-  for (int i = 0; i < 128; ++i) first_leaf[static_cast<std::size_t>(i)] = i;
+  for (int i = 0; i < 256; ++i)
+    all[static_cast<std::size_t>(i)] = i;
+  for (int i = 0; i < 128; ++i)
+    first_leaf[static_cast<std::size_t>(i)] = i;
   // A bit in the first leaf-level hash block: the data blocks it covers, and only those.
   EXPECT_EQ(failing_blocks(f, 256 + 4096 + 8, wq), first_leaf);
   // A bit in the top (upper-level) hash block: every read climbs through it.
@@ -318,11 +324,14 @@ TEST_F(VerifiedReads, ConcurrentReadersAllVerify) {
       for (int i = 0; i < 300; ++i) {
         const std::uint64_t off = rng() % data_.size();
         const std::size_t n = v.read(off, buf);
-        if (!std::equal(buf.begin(), buf.begin() + static_cast<std::ptrdiff_t>(n), data_.begin() + static_cast<std::ptrdiff_t>(off))) ++mismatches;
+        if (!std::equal(buf.begin(), buf.begin() + static_cast<std::ptrdiff_t>(n),
+                        data_.begin() + static_cast<std::ptrdiff_t>(off)))
+          ++mismatches;
       }
     });
   }
-  for (auto& t : readers) t.join();
+  for (auto& t : readers)
+    t.join();
   EXPECT_EQ(mismatches.load(), 0);
   EXPECT_EQ(v.stats().failures, 0u);
 }

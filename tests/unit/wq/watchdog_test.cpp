@@ -5,8 +5,8 @@
 
 #include <atomic>
 #include <condition_variable>
-#include <mutex>
 #include <memory>
+#include <mutex>
 #include <stdexcept>
 #include <vector>
 
@@ -34,7 +34,9 @@ class scoped_watchdog_config {
   watchdog_config saved_;
 };
 
-int cpu0() { return system_topology().cpus().first(); }
+int cpu0() {
+  return system_topology().cpus().first();
+}
 
 // Spins on the CPU (never sleeping, never in may_block) until `done` or a deadline.
 void spin_until(const std::atomic<bool>& done) {
@@ -101,7 +103,8 @@ TEST(Watchdog, EverySleepingWorkerIsReplacedUntilAllItemsRun) {
     }));
   }
   workqueue wq("sleepers");
-  for (auto& w : items) ASSERT_TRUE(wq.queue_on(cpu0(), *w));
+  for (auto& w : items)
+    ASSERT_TRUE(wq.queue_on(cpu0(), *w));
   wq.flush();
   EXPECT_EQ(started.load(), n);
 }
@@ -152,9 +155,8 @@ TEST(Watchdog, ConfigIsValidated) {
 TEST(Watchdog, RegisteredChecksRunUntilUnregistered) {
   std::atomic<int> runs{0};
   {
-    watchdog_registration r = watchdog_register("test", [&](std::uint64_t, const watchdog_config&) {
-      ++runs;
-    });
+    watchdog_registration r =
+        watchdog_register("test", [&](std::uint64_t, const watchdog_config&) { ++runs; });
     watchdog_hold();
     EXPECT_TRUE(eventually([&] { return runs.load() >= 3; }));
     watchdog_release();
@@ -163,9 +165,8 @@ TEST(Watchdog, RegisteredChecksRunUntilUnregistered) {
   watchdog_hold();
   // Another registration proves ticks continue; the removed check must not run again.
   std::atomic<int> other{0};
-  watchdog_registration r2 = watchdog_register("other", [&](std::uint64_t, const watchdog_config&) {
-    ++other;
-  });
+  watchdog_registration r2 =
+      watchdog_register("other", [&](std::uint64_t, const watchdog_config&) { ++other; });
   EXPECT_TRUE(eventually([&] { return other.load() >= 3; }));
   watchdog_release();
   EXPECT_EQ(runs.load(), after);

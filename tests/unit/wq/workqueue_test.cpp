@@ -31,15 +31,21 @@ using test::eventually;
 using test::gate;
 using namespace std::chrono_literals;
 
-int first_cpu() { return system_topology().cpus().first(); }
-int last_cpu() { return system_topology().cpus().cpus().back(); }
+int first_cpu() {
+  return system_topology().cpus().first();
+}
+int last_cpu() {
+  return system_topology().cpus().cpus().back();
+}
 
 TEST(Workqueue, RunsQueuedItemsAndCountsThem) {
   workqueue wq("basic");
   std::atomic<int> runs{0};
   std::vector<std::unique_ptr<work>> items;
-  for (int i = 0; i < 100; ++i) items.push_back(std::make_unique<work>("count", [&](work&) { ++runs; }));
-  for (auto& w : items) EXPECT_TRUE(wq.queue(*w));
+  for (int i = 0; i < 100; ++i)
+    items.push_back(std::make_unique<work>("count", [&](work&) { ++runs; }));
+  for (auto& w : items)
+    EXPECT_TRUE(wq.queue(*w));
   wq.flush();
   EXPECT_EQ(runs.load(), 100);
   const wq_stats s = wq.stats();
@@ -179,11 +185,13 @@ TEST(Workqueue, OrderedQueueRunsOneAtATimeInQueueingOrder) {
   // Queue from both CPUs alternately: still one FIFO.
   for (int i = 0; i < n; ++i) {
     const auto& cpus = system_topology().cpus().cpus();
-    ASSERT_TRUE(wq.queue_on(cpus[static_cast<std::size_t>(i) % cpus.size()], *items[static_cast<std::size_t>(i)]));
+    ASSERT_TRUE(wq.queue_on(cpus[static_cast<std::size_t>(i) % cpus.size()],
+                            *items[static_cast<std::size_t>(i)]));
   }
   wq.flush();
   ASSERT_EQ(order.size(), static_cast<std::size_t>(n));
-  for (int i = 0; i < n; ++i) EXPECT_EQ(order[static_cast<std::size_t>(i)], i);
+  for (int i = 0; i < n; ++i)
+    EXPECT_EQ(order[static_cast<std::size_t>(i)], i);
   EXPECT_EQ(overlaps.load(), 0);
   EXPECT_EQ(wq.stats().peak_active, 1);
 }
@@ -205,7 +213,8 @@ void check_max_active(workqueue& wq, int n, int limit, int cpu) {
       inside.fetch_sub(1);
     }));
   }
-  for (auto& w : items) ASSERT_TRUE(cpu >= 0 ? wq.queue_on(cpu, *w) : wq.queue(*w));
+  for (auto& w : items)
+    ASSERT_TRUE(cpu >= 0 ? wq.queue_on(cpu, *w) : wq.queue(*w));
   EXPECT_TRUE(eventually([&] { return inside.load() == limit; }));
   release.open();
   wq.flush();
@@ -219,8 +228,8 @@ TEST(Workqueue, MaxActiveIsPerCpuForBoundQueues) {
 }
 
 TEST(Workqueue, MaxActiveIsGlobalForUnboundQueues) {
-  workqueue wq("umax3", wq_options{.unbound = true, .max_active = 3,
-                                   .scope = affinity_scope::system});
+  workqueue wq("umax3",
+               wq_options{.unbound = true, .max_active = 3, .scope = affinity_scope::system});
   check_max_active(wq, 12, 3, -1);
 }
 
@@ -390,10 +399,12 @@ TEST(Workqueue, DrainRefusesQueueingFromOutside) {
 TEST(Workqueue, DestructionRunsEverythingQueuedFirst) {
   std::atomic<int> runs{0};
   std::vector<std::unique_ptr<work>> items;
-  for (int i = 0; i < 200; ++i) items.push_back(std::make_unique<work>("d", [&](work&) { ++runs; }));
+  for (int i = 0; i < 200; ++i)
+    items.push_back(std::make_unique<work>("d", [&](work&) { ++runs; }));
   {
     workqueue wq("destroy", wq_options{.max_active = 3});
-    for (auto& w : items) ASSERT_TRUE(wq.queue(*w));
+    for (auto& w : items)
+      ASSERT_TRUE(wq.queue(*w));
   }
   EXPECT_EQ(runs.load(), 200);
 }
@@ -452,7 +463,8 @@ TEST(Workqueue, IdleWorkersAreCulledDownToTwo) {
       release.wait();
     }));
   }
-  for (auto& w : items) ASSERT_TRUE(wq.queue_on(first_cpu(), *w));
+  for (auto& w : items)
+    ASSERT_TRUE(wq.queue_on(first_cpu(), *w));
   ASSERT_TRUE(eventually([&] { return inside.load() == 6; }));
   auto workers_of_cpu = [&] {
     for (const pool_info& p : worker_pools()) {
@@ -469,8 +481,8 @@ TEST(Workqueue, IdleWorkersAreCulledDownToTwo) {
 }
 
 TEST(Workqueue, SystemQueuesRunWork) {
-  for (workqueue* wq : {&system_wq(), &system_highpri_wq(), &system_unbound_wq(),
-                        &system_long_wq()}) {
+  for (workqueue* wq :
+       {&system_wq(), &system_highpri_wq(), &system_unbound_wq(), &system_long_wq()}) {
     std::atomic<int> runs{0};
     work item("sys", [&](work&) { ++runs; });
     ASSERT_TRUE(wq->queue(item));
@@ -499,8 +511,9 @@ TEST(Workqueue, InvalidArgumentsAreRejectedNamingThem) {
     }
     return std::string("no exception");
   };
-  EXPECT_NE(message_of([] { workqueue("x", wq_options{.unbound = true, .cpu_intensive = true}); })
-                .find("cpu_intensive"),
+  EXPECT_NE(message_of([] {
+              workqueue("x", wq_options{.unbound = true, .cpu_intensive = true});
+            }).find("cpu_intensive"),
             std::string::npos);
   EXPECT_NE(message_of([] { workqueue("x", wq_options{.max_active = 5000}); }).find("max_active"),
             std::string::npos);
@@ -547,7 +560,8 @@ TEST(Workqueue, TraceEventsUseTheKernelTracepointNames) {
   std::set<std::string> seen;
   const nlohmann::json trace_json = nlohmann::json::parse(trace::chrome_json());
   for (const auto& e : trace_json["traceEvents"]) {
-    if (e.contains("args") && e["args"].contains("function") && e["args"]["function"] == "traced_b") {
+    if (e.contains("args") && e["args"].contains("function") &&
+        e["args"]["function"] == "traced_b") {
       seen.insert(e["name"].get<std::string>());
     }
   }
@@ -561,7 +575,8 @@ TEST(Workqueue, StatsExposeWorkerSchedstat) {
   workqueue wq("sched");
   volatile std::uint64_t sink = 0;
   work item("busy", [&](work&) {
-    for (int i = 0; i < 1'000'000; ++i) sink = sink + static_cast<std::uint64_t>(i);
+    for (int i = 0; i < 1'000'000; ++i)
+      sink = sink + static_cast<std::uint64_t>(i);
   });
   ASSERT_TRUE(wq.queue(item));
   wq.flush();
