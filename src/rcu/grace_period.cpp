@@ -31,18 +31,12 @@ std::atomic<std::uint32_t>& waiting_of(const rcu_state& st) noexcept {
   return st.kind == rcu_kind::qsbr ? qsbr.waiting : tasks.waiting;
 }
 
-// Whether a reader word holds grace period `target` (see rcu.hpp for the encodings).
-bool blocks(rcu_kind kind, std::uint64_t word, std::uint64_t target) noexcept {
-  if (kind == rcu_kind::memb) {
-    return (word & memb_nest_mask) != 0 && (word >> memb_snapshot_shift) < target;
-  }
-  return word != 0 && word < target;
-}
-
 bool any_holdout(rcu_state& st, std::uint64_t target) {
   std::lock_guard guard(st.registry_lock);
   for (rcu_reader_entry* r = st.readers.front(); r; r = st.readers.next(r)) {
-    if (blocks(st.kind, r->word->load(std::memory_order_acquire), target)) return true;
+    if (holds_grace_period(st.kind, r->word->load(std::memory_order_acquire), target)) {
+      return true;
+    }
   }
   return false;
 }
@@ -88,14 +82,11 @@ void run_grace_period(rcu_state& st, std::uint64_t n) {
                  .num_val = n});
   }
   master_barrier(st);  // removals before the call are ordered before the scan
-  std::uint64_t target;
+  const std::uint64_t target = gp_target(st.kind, n);
   if (st.kind == rcu_kind::memb) {
     memb.gp_ctr.store(n << memb_snapshot_shift, std::memory_order_seq_cst);
-    target = n;
   } else {
-    qs_shared& shared = st.kind == rcu_kind::qsbr ? qsbr : tasks;
-    shared.gp_ctr.store(n + 1, std::memory_order_seq_cst);
-    target = n + 1;
+    (st.kind == rcu_kind::qsbr ? qsbr : tasks).gp_ctr.store(target, std::memory_order_seq_cst);
   }
   std::atomic_thread_fence(std::memory_order_seq_cst);
   wait_for_readers(st, target);

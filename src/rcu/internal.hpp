@@ -102,6 +102,21 @@ class listed_waiter {
   rcu_waiter w_;
 };
 
+// The value a reader word is compared with for grace period `gp`: the period's number for
+// the default domain (words hold the number seen at lock), gp + 1 for QSBR/Tasks (counters
+// hold the grace-period counter, 1 + periods started, at the last quiescent state).
+inline std::uint64_t gp_target(rcu_kind kind, std::uint64_t gp) noexcept {
+  return kind == rcu_kind::memb ? gp : gp + 1;
+}
+
+// Whether a reader word holds the grace period of `target` (see rcu.hpp for encodings).
+inline bool holds_grace_period(rcu_kind kind, std::uint64_t word, std::uint64_t target) noexcept {
+  if (kind == rcu_kind::memb) {
+    return (word & memb_nest_mask) != 0 && (word >> memb_snapshot_shift) < target;
+  }
+  return word != 0 && word < target;
+}
+
 rcu_state& state_of(rcu_domain& d) noexcept;
 rcu_state* const* all_states(std::size_t& n) noexcept;  // the three domains
 

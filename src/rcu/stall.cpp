@@ -18,20 +18,14 @@ std::uint64_t ms(std::uint64_t ns) {
   return ns / 1'000'000u;
 }
 
-bool blocks_gp(rcu_kind kind, std::uint64_t word, std::uint64_t gp) {
-  if (kind == rcu_kind::memb) {
-    return (word & memb_nest_mask) != 0 && (word >> memb_snapshot_shift) < gp;
-  }
-  return word != 0 && word < gp + 1;
-}
-
 void report_stall(rcu_state& st, std::uint64_t gp, std::uint64_t now, std::uint64_t start) {
   std::string msg = fmt::format("INFO: {} detected stalls on threads:", st.name);
   int holdouts = 0;
   {
     std::lock_guard guard(st.registry_lock);
     for (rcu_reader_entry* r = st.readers.front(); r; r = st.readers.next(r)) {
-      if (!blocks_gp(st.kind, r->word->load(std::memory_order_acquire), gp)) continue;
+      const std::uint64_t word = r->word->load(std::memory_order_acquire);
+      if (!holds_grace_period(st.kind, word, gp_target(st.kind, gp))) continue;
       ++holdouts;
       // A holdout has not passed a quiescent state since this grace period started.
       msg += fmt::format("\n\t{}:{} holds grace period {}: no quiescent state for more than {} ms",

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <system_error>
 
+#include "atomic_file.hpp"
 #include "machine.hpp"
 #include "quiesce/clock.hpp"
 #include "quiesce/version.hpp"
@@ -20,19 +21,6 @@ namespace quiesce::cli {
 namespace {
 
 namespace fs = std::filesystem;
-
-// Writes `text` to `path` through a temporary file and a rename, so a reader never sees a
-// half-written file and an interrupted run leaves the previous one intact.
-void write_atomically(const fs::path& path, const std::string& text) {
-  const fs::path tmp = path.string() + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out << text;
-    out.flush();
-    if (!out) throw std::runtime_error("cannot write " + tmp.string());
-  }
-  fs::rename(tmp, path);
-}
 
 struct report_options {
   std::string out = "quiesce-report";

@@ -8,6 +8,7 @@
 #include <optional>
 #include <system_error>
 
+#include "atomic_file.hpp"
 #include "quiesce/clock.hpp"
 #include "quiesce/histogram.hpp"
 #include "quiesce/thread.hpp"
@@ -30,18 +31,6 @@ struct digest_cli {
   bool for_builtin_sig = false;
   bool single = false;  // --single-thread: no workqueue
 };
-
-// Writes through a temporary file and a rename: never a half-written output.
-void write_file(const std::string& path, const std::uint8_t* data, std::size_t size) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out.write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(size));
-    out.flush();
-    if (!out) throw std::runtime_error("cannot write " + tmp);
-  }
-  fs::rename(tmp, path);
-}
 
 void run_digest(const digest_cli& o) {
   verity::params p;
@@ -71,10 +60,13 @@ void run_digest(const digest_cli& o) {
       fmt::print("{}:{} {}\n", verity::to_string(p.alg), verity::to_hex(verity::file_digest(t)),
                  file);
     }
-    if (!o.out_tree.empty()) write_file(o.out_tree, t.tree.data(), t.tree.size());
+    if (!o.out_tree.empty())
+      write_atomically(o.out_tree, std::string_view(reinterpret_cast<const char*>(t.tree.data()),
+                                                    t.tree.size()));
     if (!o.out_descriptor.empty()) {
       const auto desc = verity::descriptor(t);
-      write_file(o.out_descriptor, desc.data(), desc.size());
+      write_atomically(o.out_descriptor,
+                       std::string_view(reinterpret_cast<const char*>(desc.data()), desc.size()));
     }
   }
 }

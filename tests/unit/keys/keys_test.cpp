@@ -14,6 +14,7 @@
 #include "quiesce/thread.hpp"
 #include "quiesce/watchdog.hpp"
 #include "wait.hpp"
+#include "watchdog_scope.hpp"
 
 namespace quiesce::keys {
 namespace {
@@ -206,8 +207,7 @@ TEST(KeyStore, NoKeyIsDestroyedWhileAReaderHoldsItsKeyring) {
   watchdog_config cfg;
   cfg.tick = 1ms;
   cfg.rcu_stall = 20ms;
-  const watchdog_config saved = get_watchdog_config();
-  set_watchdog_config(cfg);
+  test::scoped_watchdog_config fast_stalls(cfg);
   log_capture capture;
   key_store s;
   std::atomic<int> destroyed{0};
@@ -241,7 +241,6 @@ TEST(KeyStore, NoKeyIsDestroyedWhileAReaderHoldsItsKeyring) {
   s.gc_request();
   s.gc_wait_idle();
   EXPECT_EQ(destroyed.load(), 10);
-  set_watchdog_config(saved);
 }
 
 TEST(KeyStore, AFullPassRequestedMidContinuationIsHonoured) {

@@ -14,6 +14,7 @@
 #include "quiesce/watchdog.hpp"
 #include "quiesce/workqueue.hpp"
 #include "wait.hpp"
+#include "watchdog_scope.hpp"
 
 namespace quiesce {
 namespace {
@@ -21,17 +22,7 @@ namespace {
 using namespace std::chrono_literals;
 using test::eventually;
 using test::gate;
-
-class scoped_watchdog_config {
- public:
-  explicit scoped_watchdog_config(const watchdog_config& c) : saved_(get_watchdog_config()) {
-    set_watchdog_config(c);
-  }
-  ~scoped_watchdog_config() { set_watchdog_config(saved_); }
-
- private:
-  watchdog_config saved_;
-};
+using test::scoped_watchdog_config;
 
 // Millisecond stall thresholds: a grace period held by a reader is reported quickly, which
 // is how the tests learn - without timing - that a synchronize really is waiting.

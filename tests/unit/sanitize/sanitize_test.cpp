@@ -11,6 +11,7 @@
 #include "quiesce/thread.hpp"
 #include "quiesce/watchdog.hpp"
 #include "wait.hpp"
+#include "watchdog_scope.hpp"
 
 namespace quiesce::sanitize {
 namespace {
@@ -122,10 +123,9 @@ TEST(SanitizerTasks, WithTasksQsTheWaiterFinishesWhileTheLoopRuns) {
 
 void expect_waiter_held(qs_policy policy) {
   watchdog_config cfg = get_watchdog_config();
-  const watchdog_config saved = cfg;
   cfg.tick = 1ms;
   cfg.rcu_tasks_stall = 30ms;
-  set_watchdog_config(cfg);
+  test::scoped_watchdog_config fast_stalls(cfg);
   log_capture capture;
   scenario s(policy);
   s.start();
@@ -135,7 +135,6 @@ void expect_waiter_held(qs_policy policy) {
   EXPECT_EQ(capture.count("INFO: rcu_tasks detected stalls on threads:"), 1u);
   s.finish();
   EXPECT_FALSE(s.loop_running_at_return.load()) << "returned only after the loop ended";
-  set_watchdog_config(saved);
 }
 
 TEST(SanitizerTasks, WithoutQuiescentStatesTheWaiterWaitsForTheWholeLoop) {

@@ -14,6 +14,7 @@
 #include "quiesce/topology.hpp"
 #include "quiesce/workqueue.hpp"
 #include "wait.hpp"
+#include "watchdog_scope.hpp"
 
 namespace quiesce {
 namespace {
@@ -21,18 +22,7 @@ namespace {
 using namespace std::chrono_literals;
 using test::eventually;
 using test::gate;
-
-// Sets a configuration for the test's duration.
-class scoped_watchdog_config {
- public:
-  explicit scoped_watchdog_config(const watchdog_config& c) : saved_(get_watchdog_config()) {
-    set_watchdog_config(c);
-  }
-  ~scoped_watchdog_config() { set_watchdog_config(saved_); }
-
- private:
-  watchdog_config saved_;
-};
+using test::scoped_watchdog_config;
 
 int cpu0() {
   return system_topology().cpus().first();

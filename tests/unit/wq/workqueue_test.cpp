@@ -20,6 +20,7 @@
 #include "quiesce/trace.hpp"
 #include "quiesce/watchdog.hpp"
 #include "wait.hpp"
+#include "watchdog_scope.hpp"
 
 // A plain function with an exported symbol: its work item is named after it.
 void key_garbage_collector(quiesce::work&) {}
@@ -433,7 +434,7 @@ TEST(Workqueue, MayBlockLetsTheNextItemOfTheCpuRun) {
   // while a waits for it on the same CPU pool.
   auto cfg = get_watchdog_config();
   cfg.wq_sleep_detection = false;
-  set_watchdog_config(cfg);
+  test::scoped_watchdog_config no_sleep_detection(cfg);
   workqueue wq("mayblock");
   gate b_ran;
   work b("b", [&](work&) { b_ran.open(); });
@@ -446,8 +447,6 @@ TEST(Workqueue, MayBlockLetsTheNextItemOfTheCpuRun) {
   wq.flush();
   b.flush();  // a queued b while the flush may already have been waiting
   EXPECT_TRUE(b_ran.is_open());
-  cfg.wq_sleep_detection = true;
-  set_watchdog_config(cfg);
 }
 
 TEST(Workqueue, IdleWorkersAreCulledDownToTwo) {
