@@ -12,8 +12,7 @@
 //
 // Verified reads: enable() writes a sidecar (FILE.verity: descriptor + tree); a
 // verified_file reads through it, each read's blocks verified on a workqueue before any
-// byte is returned (the kernel's fsverity_read_queue). Not yet here (issue 7, open):
-// `verity bench`.
+// byte is returned (the kernel's fsverity_read_queue).
 #pragma once
 
 #include <array>
@@ -37,7 +36,8 @@ namespace quiesce::verity {
 enum class hash_alg : std::uint8_t { sha256 = 1, sha512 = 2 };  // FS_VERITY_HASH_ALG_*
 
 std::size_t digest_size(hash_alg alg) noexcept;  // 32 or 64
-const char* to_string(hash_alg alg) noexcept;    // "sha256" or "sha512"
+inline constexpr std::size_t max_digest_size = 64;
+const char* to_string(hash_alg alg) noexcept;  // "sha256" or "sha512"
 // "sha256" or "sha512"; throws std::invalid_argument naming the text.
 hash_alg parse_hash_alg(std::string_view text);
 
@@ -89,6 +89,10 @@ struct read_stats {
   std::uint64_t hash_blocks_checked = 0;  // tree blocks hashed while climbing
   std::uint64_t hash_block_hits = 0;      // climbs that stopped at an already-verified block
   std::uint64_t failures = 0;             // reads failed with EIO
+  // Wall time the verification work items ran (hashing and climbing, on the workers; a
+  // worker preempted meanwhile counts too): a worker's verification throughput is
+  // blocks_verified * block_size / verify_ns.
+  std::uint64_t verify_ns = 0;
 };
 
 // A file read through fs-verity. Thread-safe: many reader threads may read at once.

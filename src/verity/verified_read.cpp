@@ -14,6 +14,7 @@
 #include <system_error>
 
 #include "hasher.hpp"
+#include "quiesce/clock.hpp"
 #include "quiesce/verity.hpp"
 #include "quiesce/workqueue.hpp"
 
@@ -61,6 +62,7 @@ struct verified_file::impl {
   std::size_t d = 0, per_block = 0;
   std::vector<std::atomic<std::uint64_t>> verified;  // A: one bit per tree block
   std::atomic<std::uint64_t> reads{0}, blocks{0}, checked{0}, hits{0}, failures{0};  // A
+  std::atomic<std::uint64_t> verify_ns{0};  // A: wall time the verification work items ran
 
   ~impl() {
     if (fd >= 0) ::close(fd);
@@ -76,12 +78,16 @@ struct verified_file::impl {
 
   // Verifies data block `index` (its bytes in `block`, zero-padded): hash it, then climb
   // the tree until a hash block verified before, or the root. False on any mismatch.
+  // Allocation-free: it runs once per data block on the verification worker.
   bool verify_block(block_hasher& h, std::uint64_t index, const std::uint8_t* block) {
-    std::vector<std::uint8_t> want(d);
+    std::array<std::uint8_t, max_digest_size> want;
     h.hash(block, t.p.block_size, want.data());
     blocks.fetch_add(1, std::memory_order_relaxed);
-    if (t.levels.empty()) return want == t.root_hash;  // one block: its hash is the root
-    std::vector<std::size_t> climbed;                  // tree blocks checked on the way up
+    if (t.levels.empty()) return std::memcmp(want.data(), t.root_hash.data(), d) == 0;
+    // Tree blocks checked on the way up: at most one per level, and a tree has fewer than
+    // 64 levels (two hashes per block at the least, 2^64 bytes at the most).
+    std::array<std::size_t, 64> climbed;
+    std::size_t nr_climbed = 0;
     std::uint64_t in_level = index;
     for (std::size_t level = 0; level < t.levels.size(); ++level) {
       const std::uint64_t hb = in_level / per_block;
@@ -92,18 +98,18 @@ struct verified_file::impl {
       const std::size_t tree_block = offset / t.p.block_size;
       if (is_verified(tree_block)) {
         hits.fetch_add(1, std::memory_order_relaxed);
-        for (std::size_t b : climbed)
-          mark(b);
+        for (std::size_t i = 0; i < nr_climbed; ++i)
+          mark(climbed[i]);
         return true;
       }
-      climbed.push_back(tree_block);
+      climbed[nr_climbed++] = tree_block;
       checked.fetch_add(1, std::memory_order_relaxed);
       h.hash(hash_block, t.p.block_size, want.data());  // this block's hash, one level up
       in_level = hb;
     }
-    if (want != t.root_hash) return false;
-    for (std::size_t b : climbed)
-      mark(b);
+    if (std::memcmp(want.data(), t.root_hash.data(), d) != 0) return false;
+    for (std::size_t i = 0; i < nr_climbed; ++i)
+      mark(climbed[i]);
     return true;
   }
 };
@@ -184,7 +190,8 @@ const merkle_tree& verified_file::tree() const noexcept {
 
 read_stats verified_file::stats() const noexcept {
   const impl& m = *impl_;
-  return {m.reads.load(), m.blocks.load(), m.checked.load(), m.hits.load(), m.failures.load()};
+  return {m.reads.load(), m.blocks.load(),   m.checked.load(),
+          m.hits.load(),  m.failures.load(), m.verify_ns.load()};
 }
 
 std::vector<std::uint8_t> verified_file::digest() const {
@@ -217,6 +224,7 @@ std::size_t verified_file::read(std::uint64_t offset, std::span<std::uint8_t> bu
   bool done = false;
   std::uint64_t bad_block = ~std::uint64_t{0};
   work verify("fsverity_verify_work", [&](work&) {
+    const std::uint64_t began = now_ns();
     block_hasher h(m.t.p);
     for (std::uint64_t b = first; b <= last; ++b) {
       if (!m.verify_block(h, b, &bio[(b - first) * bs])) {
@@ -224,6 +232,7 @@ std::size_t verified_file::read(std::uint64_t offset, std::span<std::uint8_t> bu
         break;
       }
     }
+    m.verify_ns.fetch_add(now_ns() - began, std::memory_order_relaxed);
     {
       std::lock_guard g(lock);
       done = true;

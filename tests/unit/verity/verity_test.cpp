@@ -217,6 +217,13 @@ TEST_F(VerifiedReads, ReadsReturnTheFileAndUseTheTreeBitmap) {
     const read_stats s = v.stats();
     EXPECT_GT(s.hash_block_hits, 0u);  // sequential reads mostly stop at a verified block
     EXPECT_EQ(s.failures, 0u);
+    // Every block read was hashed once per read that covered it: the whole file, then the
+    // blocks under [12345, 17345), then the last block.
+    const std::uint64_t bs = p.block_size;
+    const std::uint64_t whole = (data_.size() + bs - 1) / bs;
+    const std::uint64_t odd = (12345 + 5000 - 1) / bs - 12345 / bs + 1;
+    EXPECT_EQ(s.blocks_verified, whole + odd + 1);
+    EXPECT_GT(s.verify_ns, 0u);  // the workers' time is accounted
   }
   EXPECT_GT(wq.stats().executed, 0u);  // verification ran on the queue
 }
