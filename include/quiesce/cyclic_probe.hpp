@@ -23,6 +23,13 @@ namespace quiesce {
 struct cyclic_probe_options {
   std::chrono::nanoseconds period = std::chrono::milliseconds(1);
   cpu_set cpus;  // empty: every CPU the process may use
+  // SCHED_FIFO priority of the probe threads (1..99), as cyclictest runs them: a wake-up
+  // then preempts any SCHED_OTHER thread at once, so what remains is what the scheduler
+  // could not preempt (kernel code on a non-preemptible kernel, interrupts, higher RT
+  // threads). 0: SCHED_OTHER, where lateness also holds the fair scheduler's slices.
+  // Without permission (no CAP_SYS_NICE, RLIMIT_RTPRIO 0) the probe runs SCHED_OTHER and
+  // realtime() says so.
+  int fifo_priority = 0;
 };
 
 // What one CPU's probe saw during a window.
@@ -52,6 +59,8 @@ class cyclic_probe {
   std::uint64_t samples() const;
 
   const cpu_set& cpus() const noexcept;
+  // True if every probe thread runs SCHED_FIFO at options.fifo_priority.
+  bool realtime() const noexcept;
 
  private:
   struct impl;

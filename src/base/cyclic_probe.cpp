@@ -2,6 +2,8 @@
 #include "quiesce/cyclic_probe.hpp"
 
 #include <fmt/format.h>
+#include <pthread.h>
+#include <sched.h>
 #include <time.h>
 
 #include <atomic>
@@ -43,17 +45,26 @@ struct cyclic_probe::impl {
   std::atomic<bool> recording{false};            // A: begin_window / end_window
   std::vector<std::unique_ptr<per_cpu>> probes;  // I after the constructor
 
-  std::mutex start_lock;
-  int started = 0;       // L: start_lock; threads pinned and running
-  int pin_failures = 0;  // L: start_lock
+  mutable std::mutex start_lock;
+  int started = 0;        // L: start_lock; threads pinned and running
+  int pin_failures = 0;   // L: start_lock
+  int fifo_threads = 0;   // L: start_lock; threads that run SCHED_FIFO
+  int fifo_priority = 0;  // I
   std::condition_variable_any start_cv;
 
   void run(per_cpu& p) {
     const bool pinned = pin_this_thread(cpu_set{p.cpu});
+    bool fifo = false;
+    if (fifo_priority > 0) {
+      sched_param sp{};
+      sp.sched_priority = fifo_priority;
+      fifo = pthread_setschedparam(pthread_self(), SCHED_FIFO, &sp) == 0;
+    }
     {
       std::lock_guard g(start_lock);
       ++started;
       if (!pinned) ++pin_failures;
+      if (fifo) ++fifo_threads;
     }
     start_cv.notify_all();
     if (!pinned) return;
@@ -88,6 +99,10 @@ cyclic_probe::cyclic_probe(cyclic_probe_options options) : impl_(std::make_uniqu
   if (options.period.count() <= 0)
     throw std::invalid_argument("cyclic_probe: period must be positive");
   m.period_ns = static_cast<std::uint64_t>(options.period.count());
+  if (options.fifo_priority < 0 || options.fifo_priority > 99) {
+    throw std::invalid_argument("cyclic_probe: fifo_priority must be 0..99");
+  }
+  m.fifo_priority = options.fifo_priority;
   const cpu_set usable = cpu_set::current_affinity();
   m.cpus = options.cpus.empty() ? usable : options.cpus;
   for (int cpu : m.cpus) {
@@ -152,6 +167,11 @@ std::uint64_t cyclic_probe::samples() const {
 
 const cpu_set& cyclic_probe::cpus() const noexcept {
   return impl_->cpus;
+}
+
+bool cyclic_probe::realtime() const noexcept {
+  std::lock_guard g(impl_->start_lock);
+  return impl_->fifo_priority > 0 && impl_->fifo_threads == static_cast<int>(impl_->probes.size());
 }
 
 lateness_split split_lateness(const std::vector<cpu_lateness>& window, int cpu) {

@@ -2,6 +2,9 @@
 // and the latency it inflicts on its CPU's pool, monolithic vs chunked vs budget.
 #include <fmt/format.h>
 
+#include <optional>
+
+#include "kernel_keygc.hpp"
 #include "keygc_experiment.hpp"
 #include "registry.hpp"
 
@@ -13,8 +16,22 @@ struct keygc_cli {
   std::string mode = "chunked";
   std::string against = "monolithic";
   bool compare = false;
+  bool kernel = false;       // the host kernel's collector only
+  bool with_kernel = false;  // --compare plus the kernel as a third column
+  std::optional<unsigned> set_gc_delay;
   bool json = false;
 };
+
+kernel_keygc_config kernel_config_for(const keygc_cli& o) {
+  kernel_keygc_config k;
+  k.keys = o.config.keys;
+  k.per_keyring = o.config.per_keyring;
+  k.runs = o.config.runs;
+  k.cpu = o.config.cpu;
+  k.set_gc_delay = o.set_gc_delay;
+  k.probe_priority = o.config.probe_priority;
+  return k;
+}
 
 keygc_config config_for(const keygc_cli& o, const std::string& mode) {
   keygc_config c = o.config;
@@ -40,9 +57,57 @@ std::string describe(const keygc_result& r) {
 std::string result_text(const keygc_result& r) {
   return fmt::format(
       "keygcbench results, {} ({} keys, {} run{}, {} executions):\n\n{}\n"
-      "total task time: {:.3f} ms\n{}\nhog reports: {}\n",
+      "total task time: {:.3f} ms\n{}\nhog reports: {}\n\n{}",
       describe(r), r.config.keys, r.config.runs, r.config.runs == 1 ? "" : "s", r.executions,
-      keygc_lines(r), r.total_ms(), probe_line(r), r.hog_reports);
+      keygc_lines(r), r.total_ms(), probe_line(r), r.hog_reports,
+      phase_latency_lines(r.unused_latency, r.expired_latency, r.probe_policy));
+}
+
+// The three collectors side by side, measured with the same ruler.
+std::string three_columns(const kernel_keygc_result& k, const keygc_result& base,
+                          const keygc_result& patched) {
+  std::string md = fmt::format("| | kernel ({}) | quiesce {} | quiesce {} |\n|---|---|---|---|\n",
+                               k.kernel, describe(base), describe(patched));
+  auto ms = [](double ns) { return fmt::format("{:.3f}", ns / 1e6); };
+  for (auto [name, kp, bp, pp] :
+       {std::tuple{"unused", &k.unused, &base.unused_latency, &patched.unused_latency},
+        std::tuple{"expired", &k.expired, &base.expired_latency, &patched.expired_latency}}) {
+    if (!kp->skipped.empty()) {
+      md += fmt::format("| {}: kernel skipped ({}) | | | |\n", name, "no --set-gc-delay");
+    }
+    const auto cell = [&](const phase_latency& l, auto get) {
+      return l.probe.on.late_ns.count() || l.reclaim_ns.count() ? get(l) : std::string("-");
+    };
+    const phase_latency& kl = kp->latency;
+    struct row {
+      const char* what;
+      std::string (*get)(const phase_latency&);
+    };
+    static const row rows[] = {
+        {"probe max on the collector's CPU, ms",
+         [](const phase_latency& l) {
+           return fmt::format("{:.3f}", l.probe.on.late_ns.max() / 1e6);
+         }},
+        {"probe avg on the collector's CPU, ms",
+         [](const phase_latency& l) {
+           return fmt::format("{:.3f}", l.probe.on.late_ns.mean() / 1e6);
+         }},
+        {"probe max on the other CPUs, ms",
+         [](const phase_latency& l) {
+           return fmt::format("{:.3f}", l.probe.others.late_ns.max() / 1e6);
+         }},
+        {"reclaim time, ms (mean of runs)",
+         [](const phase_latency& l) { return fmt::format("{:.1f}", l.reclaim_ns.mean() / 1e6); }},
+    };
+    for (const row& r : rows) {
+      md += fmt::format("| {}: {} | {} | {} | {} |\n", name, r.what, cell(kl, r.get),
+                        cell(*bp, r.get), cell(*pp, r.get));
+    }
+  }
+  md += fmt::format("| collector executions (work-item probe max, ms) | - | {} ({}) | {} ({}) |\n",
+                    base.executions, ms(static_cast<double>(base.probe_ns.max())),
+                    patched.executions, ms(static_cast<double>(patched.probe_ns.max())));
+  return md;
 }
 
 std::string comparison_text(const keygc_result& base, const keygc_result& patched) {
@@ -65,6 +130,32 @@ nlohmann::json comparison_json(const keygc_result& base, const keygc_result& pat
           {"probe_max_drop_pct", c.probe_max_drop_pct}};
 }
 
+void run_command(const keygc_cli& o) {
+  if (o.kernel) {
+    const kernel_keygc_result k = run_kernel_keygc(kernel_config_for(o));
+    fmt::print("{}", o.json ? k.to_json().dump(2) + "\n" : kernel_keygc_text(k));
+    return;
+  }
+  if (o.compare) {
+    std::optional<kernel_keygc_result> k;
+    if (o.with_kernel) k = run_kernel_keygc(kernel_config_for(o));
+    const keygc_result base = run_keygc(config_for(o, o.against));
+    const keygc_result patched = run_keygc(config_for(o, o.mode));
+    if (o.json) {
+      nlohmann::json j = comparison_json(base, patched);
+      if (k) j["kernel"] = k->to_json();
+      fmt::print("{}\n", j.dump(2));
+    } else {
+      std::string text = comparison_text(base, patched);
+      if (k) text = kernel_keygc_text(*k) + "\n" + text + "\n" + three_columns(*k, base, patched);
+      fmt::print("{}", text);
+    }
+    return;
+  }
+  const keygc_result r = run_keygc(config_for(o, o.mode));
+  fmt::print("{}", o.json ? r.to_json().dump(2) + "\n" : result_text(r));
+}
+
 void validate(const keygc_cli& o) {
   if (o.config.keys == 0) throw usage_error("--keys: must be at least 1");
   if (o.config.per_keyring == 0) throw usage_error("--per-keyring: must be at least 1");
@@ -74,6 +165,20 @@ void validate(const keygc_cli& o) {
   if (o.config.cpu >= 0 && !system_topology().cpus().contains(o.config.cpu)) {
     throw usage_error(fmt::format("--cpu: {} is not usable (usable: {})", o.config.cpu,
                                   system_topology().cpus().to_string()));
+  }
+  if (o.kernel && o.compare) {
+    throw usage_error(
+        "--kernel runs the kernel alone; use --compare --with-kernel for three columns");
+  }
+  if (o.with_kernel && !o.compare) throw usage_error("--with-kernel: only with --compare");
+  if (o.set_gc_delay && !o.kernel && !o.with_kernel) {
+    throw usage_error("--set-gc-delay: only with --kernel or --with-kernel");
+  }
+  if (o.config.probe_priority < 0 || o.config.probe_priority > 99) {
+    throw usage_error("--probe-priority: 0 (SCHED_OTHER) or a SCHED_FIFO priority 1..99");
+  }
+  if (o.set_gc_delay && *o.set_gc_delay == 0) {
+    throw usage_error("--set-gc-delay: must be at least 1 second");
   }
   for (const std::string* m : {&o.mode, &o.against}) {
     try {
@@ -101,30 +206,26 @@ const command_registrar keygc_command{
            ->capture_default_str();
        sub->add_option("--runs", o->config.runs, "Runs per mode (samples are pooled)")
            ->capture_default_str();
+       sub->add_option("--probe-priority", o->config.probe_priority,
+                       "SCHED_FIFO priority of the cyclictest-style probe threads (0: SCHED_OTHER)")
+           ->capture_default_str();
        sub->add_option("--cpu", o->config.cpu, "The collector's CPU (default: the last usable)");
        sub->add_flag("--compare", o->compare,
                      "Run the baseline (--against) and --mode side by side");
        sub->add_option("--against", o->against, "Baseline mode for --compare")
            ->capture_default_str();
+       sub->add_flag("--kernel", o->kernel,
+                     "Measure the host kernel's key_garbage_collector instead (keys in a "
+                     "private keyring of the process)");
+       sub->add_flag("--with-kernel", o->with_kernel,
+                     "With --compare: the kernel as a third column, same population");
+       sub->add_option("--set-gc-delay", o->set_gc_delay,
+                       "Kernel: set /proc/sys/kernel/keys/gc_delay to SECONDS for the run "
+                       "(restored on exit) so the expired phase can run");
        sub->add_flag("--json", o->json, "One JSON object on stdout");
        sub->callback([o] {
          validate(*o);
-         if (o->compare) {
-           const keygc_result base = run_keygc(config_for(*o, o->against));
-           const keygc_result patched = run_keygc(config_for(*o, o->mode));
-           if (o->json) {
-             fmt::print("{}\n", comparison_json(base, patched).dump(2));
-           } else {
-             fmt::print("{}", comparison_text(base, patched));
-           }
-           return;
-         }
-         const keygc_result r = run_keygc(config_for(*o, o->mode));
-         if (o->json) {
-           fmt::print("{}\n", r.to_json().dump(2));
-         } else {
-           fmt::print("{}", result_text(r));
-         }
+         run_command(*o);
        });
      }}};
 

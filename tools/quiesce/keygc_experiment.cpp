@@ -16,8 +16,6 @@
 
 namespace quiesce::cli {
 
-namespace {
-
 nlohmann::json summary_json(const summary& s) {
   return {{"n", s.count()},
           {"min_ms", s.min() / 1e6},
@@ -25,6 +23,58 @@ nlohmann::json summary_json(const summary& s) {
           {"max_ms", s.max() / 1e6},
           {"var_ms2", s.variance() / 1e12}};
 }
+
+void phase_latency::merge(const phase_latency& other) {
+  for (auto [into, from] :
+       {std::pair{&probe.on, &other.probe.on}, std::pair{&probe.others, &other.probe.others}}) {
+    into->late_ns.merge(from->late_ns);
+    into->late_hist_ns.merge(from->late_hist_ns);
+    into->overruns += from->overruns;
+  }
+  if (probe.on.cpu < 0) probe.on.cpu = other.probe.on.cpu;
+  reclaim_ns.merge(other.reclaim_ns);
+}
+
+nlohmann::json phase_latency::to_json() const {
+  return {{"probe",
+           {{"collector_cpu", probe.on.cpu},
+            {"on_collector_cpu", summary_json(probe.on.late_ns)},
+            {"other_cpus", summary_json(probe.others.late_ns)},
+            {"overruns", probe.on.overruns + probe.others.overruns}}},
+          {"reclaim", summary_json(reclaim_ns)}};
+}
+
+cyclic_probe make_keygc_probe(int priority) {
+  return cyclic_probe(
+      {.period = std::chrono::milliseconds(1), .cpus = {}, .fifo_priority = priority});
+}
+
+std::string probe_policy(const cyclic_probe& probe, int priority) {
+  if (probe.realtime()) return fmt::format("SCHED_FIFO {}", priority);
+  return priority > 0 ? "SCHED_OTHER (SCHED_FIFO not permitted)" : "SCHED_OTHER";
+}
+
+std::string phase_latency_lines(const phase_latency& unused, const phase_latency& expired,
+                                const std::string& probe_policy) {
+  std::string out = fmt::format(
+      "cyclictest-style probe (wake-up lateness in ms; a pinned {} thread per CPU, absolute "
+      "1 ms deadlines), the collector's CPU and the others:\n\n",
+      probe_policy);
+  for (auto [name, l] : {std::pair{"unused", &unused}, std::pair{"expired", &expired}}) {
+    if (l->probe.on.late_ns.count() == 0 && l->probe.others.late_ns.count() == 0) continue;
+    out +=
+        keygcbench_line(fmt::format("{}/cpu{}", name, l->probe.on.cpu), l->probe.on.late_ns, 16) +
+        "\n";
+    out += keygcbench_line(fmt::format("{}/others", name), l->probe.others.late_ns, 16) + "\n";
+  }
+  out += "\nreclaim time (keys garbage -> all destroyed), ms:\n\n";
+  for (auto [name, l] : {std::pair{"unused", &unused}, std::pair{"expired", &expired}}) {
+    if (l->reclaim_ns.count() > 0) out += keygcbench_line(name, l->reclaim_ns, 16) + "\n";
+  }
+  return out;
+}
+
+namespace {
 
 // A work item queued on the collector's CPU every millisecond (when not still pending),
 // recording how long it waited to start: the lockup the patch is about.
@@ -84,7 +134,7 @@ std::vector<keys::key_serial> populate(keys::key_store& store, std::size_t n, st
   return rings;
 }
 
-void one_run(const keygc_config& cfg, keygc_result& out) {
+void one_run(const keygc_config& cfg, cyclic_probe& cyclic, keygc_result& out) {
   std::atomic<int> phase{0};  // 0 setup, 1 unused, 2 expired
   std::mutex lock;
   summary unused, expired;
@@ -108,37 +158,51 @@ void one_run(const keygc_config& cfg, keygc_result& out) {
   // Phase "unused": every key loses its last reference.
   auto rings = populate(store, cfg.keys, cfg.per_keyring);
   store.gc_wait_idle();
+  cyclic.begin_window();
   phase = 1;
+  const std::uint64_t cleared_at = now_ns();
   for (auto r : rings)
     store.clear(r);
   while (store.live_keys() > baseline_keys + rings.size()) {
     store.gc_wait_idle();
     if (store.live_keys() > baseline_keys + rings.size()) store.gc_request();
   }
+  phase_latency unused_latency;
+  unused_latency.reclaim_ns.add(static_cast<double>(now_ns() - cleared_at));
   phase = 0;
+  unused_latency.probe = split_lateness(cyclic.end_window(), cfg.cpu);
 
   // Phase "expired": timeouts set; the keys expire, their links are reaped, then the keys.
   const std::size_t with_rings = store.live_keys();
   auto rings2 = populate(store, cfg.keys, cfg.per_keyring);
   store.gc_wait_idle();
+  cyclic.begin_window();
   phase = 2;
   const auto timeout = std::chrono::nanoseconds(static_cast<std::int64_t>(cfg.timeout_ms * 1e6));
   for (auto r : rings2) {
     for (auto k : store.links(r))
       store.set_timeout(k, timeout);
   }
+  const std::uint64_t all_expired_at = now_ns() + static_cast<std::uint64_t>(timeout.count());
   // The store's timer queues the collector once the first key expired (gc_delay 0).
   while (store.live_keys() > with_rings + rings2.size()) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));  // the experiment's pace
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));  // the experiment's pace
     store.gc_wait_idle();
   }
+  phase_latency expired_latency;
+  const std::uint64_t gone_at = now_ns();
+  expired_latency.reclaim_ns.add(
+      static_cast<double>(gone_at > all_expired_at ? gone_at - all_expired_at : 0));
   phase = 0;
+  expired_latency.probe = split_lateness(cyclic.end_window(), cfg.cpu);
 
   std::lock_guard guard(lock);
   out.unused.merge(unused);
   out.expired.merge(expired);
   out.executions += executions;
   out.probe_ns.merge(p.take());
+  out.unused_latency.merge(unused_latency);
+  out.expired_latency.merge(expired_latency);
 }
 
 }  // namespace
@@ -159,6 +223,9 @@ nlohmann::json keygc_result::to_json() const {
           {"combined", summary_json(combined())},
           {"total_ms", total_ms()},
           {"executions", executions},
+          {"probe_policy", probe_policy},
+          {"unused_latency", unused_latency.to_json()},
+          {"expired_latency", expired_latency.to_json()},
           {"hog_reports", hog_reports},
           {"probe",
            {{"n", probe_ns.count()},
@@ -172,8 +239,10 @@ keygc_result run_keygc(const keygc_config& config) {
   r.config = config;
   if (r.config.cpu < 0) r.config.cpu = system_topology().cpus().cpus().back();
   log_capture capture(/*forward=*/false);  // hog reports are counted, not printed mid-table
+  cyclic_probe cyclic = make_keygc_probe(config.probe_priority);
+  r.probe_policy = probe_policy(cyclic, config.probe_priority);
   for (int i = 0; i < config.runs; ++i)
-    one_run(r.config, r);
+    one_run(r.config, cyclic, r);
   r.hog_reports = capture.count("hogged CPU");
   return r;
 }

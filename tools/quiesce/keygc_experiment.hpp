@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "quiesce/cyclic_probe.hpp"
 #include "quiesce/histogram.hpp"
 #include "quiesce/keys.hpp"
 #include "quiesce/summary.hpp"
@@ -21,6 +22,17 @@ struct keygc_config {
   int runs = 1;
   int cpu = -1;             // the collector's CPU (-1: the last usable CPU)
   double timeout_ms = 500;  // expired phase: every key's timeout (gc_delay is 0)
+  int probe_priority = 1;   // the cyclictest-style probe: SCHED_FIFO priority, 0 = SCHED_OTHER
+};
+
+// What one phase did to the machine, as the cyclictest-style probe (a pinned thread per
+// CPU waking on absolute 1 ms deadlines) saw it, and how long reclaiming took. The same
+// ruler for quiesce's collectors and the kernel's.
+struct phase_latency {
+  lateness_split probe;  // wake-up lateness, ns: the collector's CPU vs the other CPUs
+  summary reclaim_ns;    // per run: from the keys becoming garbage to every one destroyed
+  void merge(const phase_latency& other);
+  nlohmann::json to_json() const;
 };
 
 struct keygc_result {
@@ -28,6 +40,8 @@ struct keygc_result {
   summary unused, expired;  // execution durations, ns
   summary combined() const;
   double total_ms() const { return combined().sum() / 1e6; }
+  phase_latency unused_latency, expired_latency;
+  std::string probe_policy;       // how the cyclictest-style probe ran ("SCHED_FIFO 1", ...)
   histogram probe_ns;             // probe work item: queue -> start on the collector's CPU pool
   std::uint64_t hog_reports = 0;  // "hogged CPU" lines the watchdog printed
   std::uint64_t executions = 0;
@@ -39,6 +53,15 @@ keygc_result run_keygc(const keygc_config& config);
 
 // keygcbench's three lines for a result.
 std::string keygc_lines(const keygc_result& r);
+// The probe's keygcbench lines (ms) and the reclaim times of both phases.
+std::string phase_latency_lines(const phase_latency& unused, const phase_latency& expired,
+                                const std::string& probe_policy);
+// The cyclictest-style probe over every CPU, at `priority` (see cyclic_probe_options), and
+// the words for how it runs: "SCHED_FIFO 1", or "SCHED_OTHER" (asked, or not permitted).
+cyclic_probe make_keygc_probe(int priority);
+std::string probe_policy(const cyclic_probe& probe, int priority);
+// The JSON of a summary of nanosecond samples, in ms as keygcbench prints them.
+nlohmann::json summary_json(const summary& ns);
 
 // The comparison of two results (the seed's summary lines and numbers).
 struct keygc_comparison {

@@ -21,7 +21,7 @@ using namespace std::chrono_literals;
 
 TEST(CyclicProbe, ABusyLoopHoldingTheCpuIsSeenAsAtLeastItsLength) {
   const int cpu = cpu_set::current_affinity().cpus().back();
-  cyclic_probe probe({.period = 1ms, .cpus = cpu_set{cpu}});
+  cyclic_probe probe({.period = 1ms, .cpus = cpu_set{cpu}, .fifo_priority = 0});
   probe.begin_window();
   ASSERT_TRUE(test::eventually([&] { return probe.samples() >= 3; })) << "the probe never woke";
 
@@ -76,8 +76,24 @@ TEST(CyclicProbe, OneThreadPerCpuAndNothingRecordedOutsideAWindow) {
 }
 
 TEST(CyclicProbe, BadOptionsAreRefused) {
-  EXPECT_THROW(cyclic_probe({.period = 0ms, .cpus = {}}), std::invalid_argument);
-  EXPECT_THROW(cyclic_probe({.period = 1ms, .cpus = cpu_set{1000}}), std::invalid_argument);
+  EXPECT_THROW(cyclic_probe({.period = 0ms, .cpus = {}, .fifo_priority = 0}),
+               std::invalid_argument);
+  EXPECT_THROW(cyclic_probe({.period = 1ms, .cpus = cpu_set{1000}, .fifo_priority = 0}),
+               std::invalid_argument);
+  EXPECT_THROW(cyclic_probe({.period = 1ms, .cpus = {}, .fifo_priority = 100}),
+               std::invalid_argument);
+}
+
+TEST(CyclicProbe, RunsSchedFifoWhenAskedAndPermitted) {
+  cyclic_probe fair;
+  EXPECT_FALSE(fair.realtime());
+  cyclic_probe rt({.period = 1ms, .cpus = {}, .fifo_priority = 1});
+  sched_param sp{};
+  sp.sched_priority = 1;
+  // Whether this process may use SCHED_FIFO at all: ask for it on a scratch thread.
+  int err = 0;
+  named_thread("fifo-check", [&] { err = pthread_setschedparam(pthread_self(), SCHED_FIFO, &sp); });
+  EXPECT_EQ(rt.realtime(), err == 0) << std::strerror(err);
 }
 
 TEST(CyclicProbe, SplitMergesTheOtherCpus) {

@@ -1,0 +1,61 @@
+// Seed 000 on the host kernel: the kernel's own key_garbage_collector (this kernel has no
+// chunking patch) reclaiming a population of user keys, measured with the same ruler as
+// quiesce's collectors (keygc_experiment.hpp): the cyclictest-style probe per CPU and the
+// reclaim time, per phase.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "keygc_experiment.hpp"
+
+namespace quiesce::cli {
+
+struct kernel_keygc_config {
+  std::size_t keys = 100'000;
+  std::size_t per_keyring = 100;
+  int runs = 1;
+  int cpu = -1;  // where the phases are triggered (-1: the last usable CPU)
+  // The expired phase runs only with a gc_delay override: the kernel reclaims expired keys
+  // gc_delay seconds after they expire (300 s by default).
+  std::optional<unsigned> set_gc_delay;
+  // Expired phase: every key's timeout, in seconds; 0 picks 2 + keys / 50,000, long enough
+  // that every timeout is set before the first key expires (set_timeout slows ~50x while
+  // the collector works on expired keys of the same keyrings, measured on 6.18).
+  unsigned timeout_s = 0;
+  int probe_priority = 1;  // the cyclictest-style probe: SCHED_FIFO priority, 0 = SCHED_OTHER
+};
+
+struct kernel_phase {
+  std::string skipped;  // why the phase did not run (empty: it ran)
+  // The CPU whose kworkers gained the most run time during the phase: the one that ran
+  // key_garbage_collector (the phase is triggered on config.cpu; the kernel queues the
+  // collector where key_put() or its timer ran). -1 until measured.
+  int collector_cpu = -1;
+  summary kworker_ns;  // per run: what that CPU's kworkers ran during the phase
+  phase_latency latency;
+  nlohmann::json to_json() const;
+};
+
+struct kernel_keygc_result {
+  kernel_keygc_config config;
+  std::string kernel;  // uname -r
+  std::string probe_policy;
+  kernel_phase unused, expired;
+  nlohmann::json to_json() const;
+};
+
+// Runs the phases config.runs times on the kernel's keyring. Throws std::runtime_error
+// saying why the kernel keyring cannot be used (no support, quota - checked before anything
+// is created -, permissions, gc_delay not writable). Everything created is removed on every
+// way out; gc_delay is restored on every way out, signals included.
+kernel_keygc_result run_kernel_keygc(const kernel_keygc_config& config);
+
+// The kernel's result in keygcbench's words.
+std::string kernel_keygc_text(const kernel_keygc_result& r);
+
+// Why the kernel keyring cannot be used for `keys` keys now (no support, quota, seccomp),
+// nullopt if it can. Creates nothing if the quota does not fit.
+std::optional<std::string> kernel_keyring_unusable(std::size_t keys, std::size_t per_keyring);
+
+}  // namespace quiesce::cli
