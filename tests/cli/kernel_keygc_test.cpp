@@ -1,0 +1,252 @@
+// `quiesce keygc --kernel` against the host kernel's keyring: the quota check creates
+// nothing, everything created is removed (also after SIGINT), gc_delay comes back. These
+// tests change kernel state, so CTest runs them under one RESOURCE_LOCK. Where the
+// keyring cannot be used (no CONFIG_KEYS, a seccomp filter) they skip, saying why.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <system_error>
+#include <vector>
+
+#include "kernel_keygc.hpp"
+#include "kernel_keyring.hpp"
+#include "kworker_time.hpp"
+#include "sysctl_override.hpp"
+#include "wait.hpp"
+
+namespace quiesce::cli {
+namespace {
+
+namespace fs = std::filesystem;
+constexpr const char* kGcDelay = "/proc/sys/kernel/keys/gc_delay";
+
+#define SKIP_UNLESS_KEYRING_USABLE()                                      \
+  do {                                                                    \
+    if (auto why = kernel_keyring_unusable(10, 10)) GTEST_SKIP() << *why; \
+  } while (0)
+
+bool none_left(const std::string& needle) {
+  return test::eventually([&] { return proc_keys_matching(needle).empty(); });
+}
+
+TEST(KeyUsers, ParsesTheLineOfTheUser) {
+  const std::string text =
+      "    0:     9 8/8 3/1000000 40/25000000\n"
+      " 1000:  1011 1010/1009 1005/200 11945/20000\n";
+  const auto root = parse_key_users(text, 0);
+  ASSERT_TRUE(root);
+  EXPECT_EQ(root->usage, 9u);
+  EXPECT_EQ(root->nkeys, 8u);
+  EXPECT_EQ(root->qnkeys, 3u);
+  EXPECT_EQ(root->maxkeys, 1000000u);
+  EXPECT_EQ(root->qnbytes, 40u);
+  EXPECT_EQ(root->maxbytes, 25000000u);
+  const auto user = parse_key_users(text, 1000);
+  ASSERT_TRUE(user);
+  EXPECT_EQ(user->nikeys, 1009u);
+  EXPECT_EQ(user->maxkeys, 200u);
+  EXPECT_FALSE(parse_key_users(text, 42));  // no keys yet
+  EXPECT_THROW(parse_key_users("  42: 1 2/2\n", 42), std::runtime_error);
+}
+
+TEST(KeyQuota, APopulationThatDoesNotFitIsRefusedNamingTheKnob) {
+  population_shape shape{100'000, 100, 8, "t"};
+  EXPECT_EQ(shape.keyrings(), 1000u);
+  EXPECT_EQ(shape.quota_keys(), 101'003u);
+  key_quota user{0, 0, 0, 0, 200, 0, 20'000};
+  const auto refusal = quota_refusal(shape, user, 1000);
+  ASSERT_TRUE(refusal);
+  EXPECT_NE(refusal->find("/proc/sys/kernel/keys/maxkeys"), std::string::npos) << *refusal;
+  key_quota root{0, 0, 0, 5, 1'000'000, 40, 2'000'000};
+  const auto bytes = quota_refusal(shape, root, 0);  // keys fit, ~2.2 MB of bytes do not
+  ASSERT_TRUE(bytes);
+  EXPECT_NE(bytes->find("root_maxbytes"), std::string::npos) << *bytes;
+  root.maxbytes = 25'000'000;
+  EXPECT_FALSE(quota_refusal(shape, root, 0));
+  root.qnkeys = 1'000'000 - shape.quota_keys() + 1;  // one key short
+  EXPECT_TRUE(quota_refusal(shape, root, 0));
+}
+
+TEST(KernelPopulation, TheQuotaCheckRefusesBeforeCreatingAnything) {
+  SKIP_UNLESS_KEYRING_USABLE();
+  const key_quota q = read_key_quota();
+  const std::string tag = "refused" + std::to_string(::getpid());
+  // One key more than the quota has room for.
+  population_shape shape{static_cast<std::size_t>(q.maxkeys - q.qnkeys), 100, 8, tag};
+  try {
+    kernel_population pop(shape);
+    FAIL() << "a population over the quota was created";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("do not fit the kernel's key quota"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_TRUE(proc_keys_matching(tag).empty());  // not even the top keyring
+}
+
+TEST(KernelPopulation, EverythingCreatedIsRemovedOnDestructionAndOnFailure) {
+  SKIP_UNLESS_KEYRING_USABLE();
+  const std::string tag = "gone" + std::to_string(::getpid());
+  {
+    kernel_population pop({1000, 100, 8, tag});
+    EXPECT_EQ(pop.keys().size(), 1000u);
+    EXPECT_EQ(pop.keyrings().size(), 10u);
+    EXPECT_EQ(proc_keys_matching(tag).size(), 1011u);  // keys, keyrings, the top
+  }
+  EXPECT_TRUE(none_left(tag)) << proc_keys_matching(tag).size() << " keys left";
+
+  // A payload over the user type's 32767 bytes: the kernel refuses the first key after the
+  // top keyring and a keyring exist; both go.
+  const std::string failed = "fail" + std::to_string(::getpid());
+  EXPECT_THROW(kernel_population({10, 10, 40'000, failed}), std::system_error);
+  EXPECT_TRUE(none_left(failed)) << proc_keys_matching(failed).size() << " keys left";
+}
+
+TEST(KernelPopulation, ClearAndTimeoutsReachEveryKey) {
+  SKIP_UNLESS_KEYRING_USABLE();
+  const std::string tag = "phases" + std::to_string(::getpid());
+  kernel_population pop({250, 100, 8, tag});
+  const std::int64_t expiry = pop.set_timeouts(3600);
+  EXPECT_GE(expiry, static_cast<std::int64_t>(std::time(nullptr)) + 3599);
+  // /proc/keys shows a timeout as "59m" or "60m" in the expiry column, "perm" without one.
+  std::size_t with_timeout = 0;
+  for (const std::string& line : proc_keys_matching("qk." + tag + "."))
+    with_timeout += line.find(" perm ") == std::string::npos;
+  EXPECT_EQ(with_timeout, 250u);  // the 3 keyrings match the needle too, without a timeout
+  pop.clear_keyrings();
+  EXPECT_TRUE(test::eventually([&] {
+    return proc_keys_matching("qk." + tag + ".").size() == 3;  // the keyrings stay
+  }));
+}
+
+TEST(Kworkers, NamesMapToTheirCpu) {
+  EXPECT_EQ(kworker_cpu("kworker/1:2"), 1);
+  EXPECT_EQ(kworker_cpu("kworker/0:1H-kblockd"), 0);
+  EXPECT_EQ(kworker_cpu("kworker/13:0-events"), 13);
+  EXPECT_FALSE(kworker_cpu("kworker/u8:3-events_unbound"));
+  EXPECT_FALSE(kworker_cpu("kworker/R-mm_percpu_wq"));
+  EXPECT_FALSE(kworker_cpu("ksoftirqd/0"));
+  kworker_sample before, after;
+  before.threads[10] = {0, 100};
+  before.threads[11] = {1, 50};
+  after.threads[10] = {0, 160};
+  after.threads[11] = {1, 50};
+  after.threads[12] = {1, 30};  // born in between
+  const auto gain = kworker_gain_per_cpu(before, after);
+  EXPECT_EQ(gain.at(0), 60u);
+  EXPECT_EQ(gain.at(1), 30u);
+}
+
+TEST(SysctlOverride, RestoresOnDestruction) {
+  if (::access(kGcDelay, W_OK) != 0) GTEST_SKIP() << kGcDelay << " is not writable here";
+  const std::string old = read_sysctl(kGcDelay);
+  const std::string other = old == "7" ? "8" : "7";
+  {
+    sysctl_override o(kGcDelay, other);
+    EXPECT_EQ(o.old_value(), old);
+    EXPECT_EQ(read_sysctl(kGcDelay), other);
+    EXPECT_THROW(sysctl_override(kGcDelay, "9"), std::logic_error);  // one at a time
+    EXPECT_EQ(read_sysctl(kGcDelay), other);
+  }
+  EXPECT_EQ(read_sysctl(kGcDelay), old);
+  EXPECT_THROW(sysctl_override(kGcDelay, "not a number"), std::runtime_error);
+  EXPECT_EQ(read_sysctl(kGcDelay), old);
+  EXPECT_THROW(sysctl_override("/proc/sys/kernel/keys/no_such_knob", "1"), std::runtime_error);
+}
+
+// The CLI, run as a user would: fork + exec, output to a file.
+struct child {
+  pid_t pid = -1;
+  fs::path out;
+};
+
+child spawn(const std::vector<std::string>& args) {
+  child c;
+  c.out = fs::temp_directory_path() /
+          ("quiesce-kernel-test-" + std::to_string(::getpid()) + "-" + std::to_string(args.size()));
+  std::vector<char*> argv{const_cast<char*>(QUIESCE_CLI)};
+  for (const std::string& a : args)
+    argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  c.pid = ::fork();
+  if (c.pid == 0) {
+    const int fd = ::open(c.out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    ::dup2(fd, 1);
+    ::dup2(fd, 2);
+    ::execv(QUIESCE_CLI, argv.data());
+    ::_exit(127);
+  }
+  return c;
+}
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+TEST(KeygcKernelCli, ARunReportsBothPhasesAndLeavesNothingBehind) {
+  SKIP_UNLESS_KEYRING_USABLE();
+  if (::access(kGcDelay, W_OK) != 0) GTEST_SKIP() << kGcDelay << " is not writable here";
+  const std::string old = read_sysctl(kGcDelay);
+  child c = spawn({"keygc", "--kernel", "--keys", "2000", "--set-gc-delay", "1", "--json"});
+  int status = 0;
+  ASSERT_EQ(::waitpid(c.pid, &status, 0), c.pid);
+  const std::string out = slurp(c.out);
+  fs::remove(c.out);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << out;
+  const auto j = nlohmann::json::parse(out);
+  EXPECT_EQ(j["mode"], "kernel");
+  for (const char* phase : {"unused", "expired"}) {
+    EXPECT_EQ(j[phase]["reclaim"]["n"], 1) << phase;
+    EXPECT_GE(j[phase]["collector_cpu"].get<int>(), 0) << phase;
+    EXPECT_GT(j[phase]["probe"]["on_collector_cpu"]["n"].get<int>(), 0) << phase;
+  }
+  EXPECT_EQ(read_sysctl(kGcDelay), old);
+  EXPECT_TRUE(none_left("." + std::to_string(c.pid) + "."));
+}
+
+TEST(KeygcKernelCli, SigintRestoresGcDelayAndTheKeysGo) {
+  SKIP_UNLESS_KEYRING_USABLE();
+  if (::access(kGcDelay, W_OK) != 0) GTEST_SKIP() << kGcDelay << " is not writable here";
+  const std::string old = read_sysctl(kGcDelay);
+  ASSERT_NE(old, "1");
+  // Enough keys that the run is still going when the signal comes; the signal is sent as
+  // soon as the run has changed gc_delay.
+  child c = spawn({"keygc", "--kernel", "--keys", "200000", "--runs", "50", "--set-gc-delay", "1"});
+  ASSERT_TRUE(test::eventually([&] { return read_sysctl(kGcDelay) == "1"; }))
+      << "the run never changed gc_delay: " << slurp(c.out);
+  ASSERT_EQ(::kill(c.pid, SIGINT), 0);
+  int status = 0;
+  ASSERT_EQ(::waitpid(c.pid, &status, 0), c.pid);
+  const std::string out = slurp(c.out);
+  fs::remove(c.out);
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGINT)
+      << "status " << status << ": " << out;
+  EXPECT_EQ(read_sysctl(kGcDelay), old);
+  // The process keyring died with the process: the kernel collects the rest.
+  EXPECT_TRUE(none_left("." + std::to_string(c.pid) + "."));
+}
+
+TEST(KeygcKernelCli, AQuotaRefusalIsOneClearLine) {
+  SKIP_UNLESS_KEYRING_USABLE();
+  const key_quota q = read_key_quota();
+  child c = spawn({"keygc", "--kernel", "--keys", std::to_string(q.maxkeys + 1)});
+  int status = 0;
+  ASSERT_EQ(::waitpid(c.pid, &status, 0), c.pid);
+  const std::string out = slurp(c.out);
+  fs::remove(c.out);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 1) << out;
+  EXPECT_NE(out.find("do not fit the kernel's key quota"), std::string::npos) << out;
+}
+
+}  // namespace
+}  // namespace quiesce::cli
