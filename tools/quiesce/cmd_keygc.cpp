@@ -63,50 +63,50 @@ std::string result_text(const keygc_result& r) {
       phase_latency_lines(r.unused_latency, r.expired_latency, r.probe_policy));
 }
 
-// The three collectors side by side, measured with the same ruler.
-std::string three_columns(const kernel_keygc_result& k, const keygc_result& base,
-                          const keygc_result& patched) {
-  std::string md = fmt::format("| | kernel ({}) | quiesce {} | quiesce {} |\n|---|---|---|---|\n",
-                               k.kernel, describe(base), describe(patched));
-  auto ms = [](double ns) { return fmt::format("{:.3f}", ns / 1e6); };
-  for (auto [name, kp, bp, pp] :
-       {std::tuple{"unused", &k.unused, &base.unused_latency, &patched.unused_latency},
-        std::tuple{"expired", &k.expired, &base.expired_latency, &patched.expired_latency}}) {
-    if (!kp->skipped.empty()) {
-      md += fmt::format("| {}: kernel skipped ({}) | | | |\n", name, "no --set-gc-delay");
+// The three collectors side by side, measured with the same ruler, from their JSON (the
+// kernel's from kernel_keygc_result, quiesce's from keygc_result): for the CLI and the report.
+std::string three_columns(const nlohmann::json& k, const nlohmann::json& base,
+                          const nlohmann::json& patched) {
+  auto title = [](const nlohmann::json& r) {
+    std::string m = r["mode"].get<std::string>();
+    return m == "chunked" ? fmt::format("chunked ({})", r["chunk"].get<int>()) : m;
+  };
+  std::string md = fmt::format("| | kernel {} | quiesce {} | quiesce {} |\n|---|---|---|---|\n",
+                               k["kernel"].get<std::string>(), title(base), title(patched));
+  struct row {
+    const char* what;
+    std::vector<const char*> path;  // inside a phase's JSON
+    const char* format;
+  };
+  static const row rows[] = {
+      {"probe max on the collector's CPU, ms", {"probe", "on_collector_cpu", "max_ms"}, "{:.3f}"},
+      {"probe avg on the collector's CPU, ms", {"probe", "on_collector_cpu", "avg_ms"}, "{:.3f}"},
+      {"probe max on the other CPUs, ms", {"probe", "other_cpus", "max_ms"}, "{:.3f}"},
+      {"reclaim time, ms (mean of runs)", {"reclaim", "avg_ms"}, "{:.1f}"},
+  };
+  auto cell = [](const nlohmann::json& phase, const row& r) {
+    if (phase.contains("skipped")) return std::string("skipped");
+    const nlohmann::json* j = &phase;
+    for (const char* key : r.path) {
+      if (!j->contains(key)) return std::string("-");
+      j = &(*j)[key];
     }
-    const auto cell = [&](const phase_latency& l, auto get) {
-      return l.probe.on.late_ns.count() || l.reclaim_ns.count() ? get(l) : std::string("-");
-    };
-    const phase_latency& kl = kp->latency;
-    struct row {
-      const char* what;
-      std::string (*get)(const phase_latency&);
-    };
-    static const row rows[] = {
-        {"probe max on the collector's CPU, ms",
-         [](const phase_latency& l) {
-           return fmt::format("{:.3f}", l.probe.on.late_ns.max() / 1e6);
-         }},
-        {"probe avg on the collector's CPU, ms",
-         [](const phase_latency& l) {
-           return fmt::format("{:.3f}", l.probe.on.late_ns.mean() / 1e6);
-         }},
-        {"probe max on the other CPUs, ms",
-         [](const phase_latency& l) {
-           return fmt::format("{:.3f}", l.probe.others.late_ns.max() / 1e6);
-         }},
-        {"reclaim time, ms (mean of runs)",
-         [](const phase_latency& l) { return fmt::format("{:.1f}", l.reclaim_ns.mean() / 1e6); }},
-    };
+    return fmt::format(fmt::runtime(r.format), j->get<double>());
+  };
+  for (const char* phase : {"unused", "expired"}) {
+    const std::string latency = std::string(phase) + "_latency";
     for (const row& r : rows) {
-      md += fmt::format("| {}: {} | {} | {} | {} |\n", name, r.what, cell(kl, r.get),
-                        cell(*bp, r.get), cell(*pp, r.get));
+      md += fmt::format("| {}: {} | {} | {} | {} |\n", phase, r.what, cell(k[phase], r),
+                        cell(base[latency], r), cell(patched[latency], r));
     }
   }
-  md += fmt::format("| collector executions (work-item probe max, ms) | - | {} ({}) | {} ({}) |\n",
-                    base.executions, ms(static_cast<double>(base.probe_ns.max())),
-                    patched.executions, ms(static_cast<double>(patched.probe_ns.max())));
+  md += fmt::format(
+      "| work-item probe max (queue->start on the collector's pool), ms | - | {:.3f} | {:.3f} |\n",
+      base["probe"]["max_us"].get<double>() / 1e3, patched["probe"]["max_us"].get<double>() / 1e3);
+  if (k["expired"].contains("skipped")) {
+    md += fmt::format("\nThe kernel's expired phase was skipped: {}.\n",
+                      k["expired"]["skipped"].get<std::string>());
+  }
   return md;
 }
 
@@ -147,7 +147,10 @@ void run_command(const keygc_cli& o) {
       fmt::print("{}\n", j.dump(2));
     } else {
       std::string text = comparison_text(base, patched);
-      if (k) text = kernel_keygc_text(*k) + "\n" + text + "\n" + three_columns(*k, base, patched);
+      if (k) {
+        text = kernel_keygc_text(*k) + "\n" + text + "\n" +
+               three_columns(k->to_json(), base.to_json(), patched.to_json());
+      }
       fmt::print("{}", text);
     }
     return;
@@ -229,6 +232,23 @@ const command_registrar keygc_command{
        });
      }}};
 
+// The report's kernel column: the unused phase only (the report does not change gc_delay),
+// or why the kernel keyring cannot be used here.
+void add_kernel_column(nlohmann::json& j, const keygc_config& c) {
+  if (auto why = kernel_keyring_unusable(c.keys, c.per_keyring)) {
+    j["kernel_unusable"] = *why;
+    return;
+  }
+  kernel_keygc_config k;
+  k.keys = c.keys;
+  k.per_keyring = c.per_keyring;
+  try {
+    j["kernel"] = run_kernel_keygc(k).to_json();
+  } catch (const std::exception& e) {
+    j["kernel_unusable"] = e.what();
+  }
+}
+
 std::string markdown(const nlohmann::json& j) {
   auto row = [](const char* name, const nlohmann::json& s) {
     return fmt::format("| {} | {} | {:.3f} | {:.3f} | {:.3f} | {:.3f} |\n", name,
@@ -259,6 +279,18 @@ std::string markdown(const nlohmann::json& j) {
       j["variance_drop_pct"].get<double>(), std::abs(j["total_time_increase_pct"].get<double>()),
       j["total_time_increase_pct"].get<double>() >= 0 ? "increase" : "decrease",
       j["probe_max_drop_pct"].get<double>());
+  md += "#### The host kernel's collector, same population\n\n";
+  if (j.contains("kernel")) {
+    md += three_columns(j["kernel"], j["baseline"], j["patched"]);
+    md +=
+        "\nThe cyclictest-style probe (a SCHED_FIFO thread per CPU waking on absolute 1 ms "
+        "deadlines) shows what holds a CPU against the scheduler: the kernel's collector, on "
+        "this non-preemptible kernel, does. quiesce's collectors are user-space threads that "
+        "a waking FIFO thread preempts at once; what the monolithic one holds is its worker "
+        "pool, which the work-item probe shows.\n\n";
+  } else {
+    md += fmt::format("Not measured: {}.\n\n", j.value("kernel_unusable", std::string("unknown")));
+  }
   return md;
 }
 
@@ -271,7 +303,9 @@ const experiment_registrar keygc_experiment{{"keygc", "000",
                                                base.mode = keys::gc_mode::monolithic;
                                                const keygc_result b = run_keygc(base);
                                                const keygc_result p = run_keygc(c);
-                                               return comparison_json(b, p);
+                                               nlohmann::json j = comparison_json(b, p);
+                                               add_kernel_column(j, c);
+                                               return j;
                                              },
                                              markdown}};
 
