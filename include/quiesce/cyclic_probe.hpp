@@ -55,8 +55,10 @@ class cyclic_probe {
   void begin_window();
   // Stops recording; what each CPU's probe saw since begin_window(), in CPU order.
   std::vector<cpu_lateness> end_window();
-  // Wake-ups recorded so far in the current window, over all CPUs (for waiting in tests).
+  // Wake-ups recorded so far in the current window, over all CPUs / on one CPU (0 for a
+  // CPU the probe does not cover). For waiting in tests.
   std::uint64_t samples() const;
+  std::uint64_t samples(int cpu) const;
 
   const cpu_set& cpus() const noexcept;
   // True if every probe thread runs SCHED_FIFO at options.fifo_priority.

@@ -165,6 +165,15 @@ std::uint64_t cyclic_probe::samples() const {
   return n;
 }
 
+std::uint64_t cyclic_probe::samples(int cpu) const {
+  for (auto& p : impl_->probes) {
+    if (p->cpu != cpu) continue;
+    std::lock_guard g(p->lock);
+    return p->seen.late_ns.count();
+  }
+  return 0;
+}
+
 const cpu_set& cyclic_probe::cpus() const noexcept {
   return impl_->cpus;
 }
