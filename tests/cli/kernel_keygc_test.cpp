@@ -28,9 +28,10 @@ namespace {
 namespace fs = std::filesystem;
 constexpr const char* kGcDelay = "/proc/sys/kernel/keys/gc_delay";
 
-#define SKIP_UNLESS_KEYRING_USABLE()                                      \
-  do {                                                                    \
-    if (auto why = kernel_keyring_unusable(10, 10)) GTEST_SKIP() << *why; \
+// Skips (saying why) unless `keys` keys fit this user's quota in a usable keyring.
+#define SKIP_UNLESS_KEYRING_FITS(keys)                                       \
+  do {                                                                       \
+    if (auto why = kernel_keyring_unusable(keys, 100)) GTEST_SKIP() << *why; \
   } while (0)
 
 bool none_left(const std::string& needle) {
@@ -76,7 +77,7 @@ TEST(KeyQuota, APopulationThatDoesNotFitIsRefusedNamingTheKnob) {
 }
 
 TEST(KernelPopulation, TheQuotaCheckRefusesBeforeCreatingAnything) {
-  SKIP_UNLESS_KEYRING_USABLE();
+  SKIP_UNLESS_KEYRING_FITS(10);
   const key_quota q = read_key_quota();
   const std::string tag = "refused" + std::to_string(::getpid());
   // One key more than the quota has room for.
@@ -92,7 +93,7 @@ TEST(KernelPopulation, TheQuotaCheckRefusesBeforeCreatingAnything) {
 }
 
 TEST(KernelPopulation, EverythingCreatedIsRemovedOnDestructionAndOnFailure) {
-  SKIP_UNLESS_KEYRING_USABLE();
+  SKIP_UNLESS_KEYRING_FITS(1000);
   const std::string tag = "gone" + std::to_string(::getpid());
   {
     kernel_population pop({1000, 100, 8, tag});
@@ -110,7 +111,7 @@ TEST(KernelPopulation, EverythingCreatedIsRemovedOnDestructionAndOnFailure) {
 }
 
 TEST(KernelPopulation, ClearAndTimeoutsReachEveryKey) {
-  SKIP_UNLESS_KEYRING_USABLE();
+  SKIP_UNLESS_KEYRING_FITS(250);
   const std::string tag = "phases" + std::to_string(::getpid());
   kernel_population pop({250, 100, 8, tag});
   const std::int64_t expiry = pop.set_timeouts(3600);
@@ -194,7 +195,7 @@ std::string slurp(const fs::path& p) {
 }
 
 TEST(KeygcKernelCli, ARunReportsBothPhasesAndLeavesNothingBehind) {
-  SKIP_UNLESS_KEYRING_USABLE();
+  SKIP_UNLESS_KEYRING_FITS(2000);
   if (::access(kGcDelay, W_OK) != 0) GTEST_SKIP() << kGcDelay << " is not writable here";
   const std::string old = read_sysctl(kGcDelay);
   child c = spawn({"keygc", "--kernel", "--keys", "2000", "--set-gc-delay", "1", "--json"});
@@ -215,7 +216,7 @@ TEST(KeygcKernelCli, ARunReportsBothPhasesAndLeavesNothingBehind) {
 }
 
 TEST(KeygcKernelCli, SigintRestoresGcDelayAndTheKeysGo) {
-  SKIP_UNLESS_KEYRING_USABLE();
+  SKIP_UNLESS_KEYRING_FITS(200000);
   if (::access(kGcDelay, W_OK) != 0) GTEST_SKIP() << kGcDelay << " is not writable here";
   const std::string old = read_sysctl(kGcDelay);
   ASSERT_NE(old, "1");
@@ -237,7 +238,7 @@ TEST(KeygcKernelCli, SigintRestoresGcDelayAndTheKeysGo) {
 }
 
 TEST(KeygcKernelCli, AQuotaRefusalIsOneClearLine) {
-  SKIP_UNLESS_KEYRING_USABLE();
+  SKIP_UNLESS_KEYRING_FITS(10);
   const key_quota q = read_key_quota();
   child c = spawn({"keygc", "--kernel", "--keys", std::to_string(q.maxkeys + 1)});
   int status = 0;
