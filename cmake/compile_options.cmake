@@ -15,3 +15,9 @@ if(QUIESCE_SANITIZE)
     target_compile_options(quiesce_compile_options INTERFACE -Wno-tsan)
   endif()
 endif()
+
+if(QUIESCE_FUZZ)
+  # Coverage for libFuzzer in every target; the fuzzers themselves link -fsanitize=fuzzer.
+  target_compile_options(quiesce_compile_options INTERFACE -fsanitize=fuzzer-no-link)
+  target_link_options(quiesce_compile_options INTERFACE -fsanitize=fuzzer-no-link)
+endif()

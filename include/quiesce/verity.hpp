@@ -99,8 +99,9 @@ struct read_stats {
 class verified_file {
  public:
   // Opens `file` and its sidecar (default FILE.verity) and checks the descriptor against
-  // the file (version, algorithm, block size, salt, size, tree size): std::system_error
-  // EINVAL/ENODATA naming what is wrong. Verification runs on `verify_wq`.
+  // the file (version, algorithm, block size - at most 1 MiB, a read holds its blocks in
+  // memory -, salt, size, tree size): std::system_error EINVAL/ENODATA naming what is
+  // wrong. Verification runs on `verify_wq`.
   verified_file(const std::filesystem::path& file, workqueue& verify_wq,
                 std::optional<std::filesystem::path> sidecar = {});
   ~verified_file();

@@ -25,6 +25,8 @@ using detail::block_hasher;
 
 namespace {
 
+constexpr int max_verified_log_block = 20;  // 1 MiB
+
 fs::path sidecar_of(const fs::path& file, const std::optional<fs::path>& sidecar) {
   return sidecar ? *sidecar : fs::path(file.string() + ".verity");
 }
@@ -130,7 +132,12 @@ verified_file::verified_file(const fs::path& file, workqueue& verify_wq,
   const auto& desc = m.desc;
   if (desc[0] != 1) fail(EINVAL, side.string() + ": descriptor version is not 1");
   if (desc[1] != 1 && desc[1] != 2) fail(EINVAL, side.string() + ": unknown hash algorithm");
-  if (desc[2] > 30 || desc[3] > 32) fail(EINVAL, side.string() + ": bad block size or salt");
+  if (desc[3] > 32) fail(EINVAL, side.string() + ": salt over 32 bytes");
+  // A read holds its blocks in memory: a hostile sidecar must not make that a gigabyte.
+  if (desc[2] > max_verified_log_block) {
+    fail(EINVAL, fmt::format("{}: block size 2^{} is over the 2^{} verified reads accept",
+                             side.string(), desc[2], max_verified_log_block));
+  }
   m.t.p.alg = static_cast<hash_alg>(desc[1]);
   m.t.p.block_size = std::size_t{1} << desc[2];
   m.t.p.salt.assign(desc.begin() + 80, desc.begin() + 80 + desc[3]);

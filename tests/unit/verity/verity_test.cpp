@@ -307,6 +307,20 @@ TEST_F(VerifiedReads, BadSidecarsAreRejected) {
   } catch (const std::system_error& e) {
     EXPECT_EQ(e.code().value(), EINVAL);
   }
+  {
+    std::fstream io(side, std::ios::binary | std::ios::in | std::ios::out);
+    io.seekp(9);
+    io.put('\x00');  // the right size again
+    io.seekp(2);
+    io.put('\x1e');  // 2^30-byte blocks: a read would hold a gigabyte
+  }
+  try {
+    verified_file bad(f, wq);
+    ADD_FAILURE() << "a 1 GiB block size was accepted";
+  } catch (const std::system_error& e) {
+    EXPECT_EQ(e.code().value(), EINVAL);
+    EXPECT_NE(std::string(e.what()).find("2^30"), std::string::npos) << e.what();
+  }
   fs::resize_file(side, 100);  // truncated: shorter than a descriptor
   EXPECT_THROW(verified_file(f, wq), std::system_error);
   try {
