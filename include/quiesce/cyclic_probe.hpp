@@ -38,6 +38,8 @@ struct cpu_lateness {
   summary late_ns;             // one sample per wake-up: actual - deadline, ns
   histogram late_hist_ns;      // the same samples, for percentiles
   std::uint64_t overruns = 0;  // deadlines skipped because a wake-up came a period late
+  // Adds another window's (or CPU's) samples to these; `cpu` is kept.
+  void merge(const cpu_lateness& other) noexcept;
 };
 
 class cyclic_probe {

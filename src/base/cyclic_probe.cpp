@@ -183,14 +183,17 @@ bool cyclic_probe::realtime() const noexcept {
   return impl_->fifo_priority > 0 && impl_->fifo_threads == static_cast<int>(impl_->probes.size());
 }
 
+void cpu_lateness::merge(const cpu_lateness& other) noexcept {
+  late_ns.merge(other.late_ns);
+  late_hist_ns.merge(other.late_hist_ns);
+  overruns += other.overruns;
+}
+
 lateness_split split_lateness(const std::vector<cpu_lateness>& window, int cpu) {
   lateness_split s;
   s.on.cpu = cpu;
   for (const cpu_lateness& c : window) {
-    cpu_lateness& into = c.cpu == cpu ? s.on : s.others;
-    into.late_ns.merge(c.late_ns);
-    into.late_hist_ns.merge(c.late_hist_ns);
-    into.overruns += c.overruns;
+    (c.cpu == cpu ? s.on : s.others).merge(c);
   }
   return s;
 }

@@ -25,12 +25,8 @@ nlohmann::json summary_json(const summary& s) {
 }
 
 void phase_latency::merge(const phase_latency& other) {
-  for (auto [into, from] :
-       {std::pair{&probe.on, &other.probe.on}, std::pair{&probe.others, &other.probe.others}}) {
-    into->late_ns.merge(from->late_ns);
-    into->late_hist_ns.merge(from->late_hist_ns);
-    into->overruns += from->overruns;
-  }
+  probe.on.merge(other.probe.on);
+  probe.others.merge(other.probe.others);
   if (probe.on.cpu < 0) probe.on.cpu = other.probe.on.cpu;
   reclaim_ns.merge(other.reclaim_ns);
 }
