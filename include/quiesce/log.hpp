@@ -23,7 +23,9 @@ const char* to_string(log_level level) noexcept;
 
 // A sink receives one complete line (no trailing newline). Calls are serialised: a sink
 // never runs on two threads at once, so it needs no lock of its own; it must not call
-// log() or set_log_sink() itself (that would deadlock).
+// log() or set_log_sink() itself (that would deadlock). It must not throw: a sink that
+// throws terminates the process with "quiesce: log sink threw". quiesce never calls log()
+// with a runtime lock held, so a sink may hand lines to a work item (queue it).
 using log_sink = std::function<void(log_level level, std::string_view line)>;
 
 // Emits one line (embedded newlines make it several lines, each delivered separately).

@@ -283,7 +283,8 @@ void cond_resched_tasks_qs() noexcept;
 // I/O). For the Tasks domain that is a quiescent state: an online thread goes offline for
 // the scope and comes back online after. QSBR and default-domain threads are unaffected
 // (they may hold references across a block). quiesce's own blocking primitives (may_block,
-// idle workers, flushes, rcu_synchronize) do this already.
+// idle workers, flushes, rcu_synchronize) do this already. On a workqueue worker it is also
+// a may_block: the worker stops counting as running for its pool while the scope lasts.
 class rcu_voluntary_block {
  public:
   rcu_voluntary_block() noexcept;

@@ -16,10 +16,35 @@
 //  - An item never runs on two workers at once: a new instance of a running item goes to
 //    the worker that runs it.
 //  - Per-CPU pools count running workers; another worker starts when the running one
-//    enters a may_block scope, is found hogging the CPU, or is found asleep.
+//    blocks voluntarily (may_block, or any blocking wait of quiesce: flush, cancel_sync,
+//    drain, rcu_synchronize, rcu_barrier), is found hogging the CPU, or is found asleep.
+//  - While cancel_sync() of an item waits, the item is disabled (kernel 6.10 disable_work):
+//    queueing it returns false and queues nothing, mod_delayed() returns true and queues
+//    nothing, cancel() returns false at once. So periodic work that re-arms itself is torn
+//    down with one cancel_sync(), as cancel_delayed_work_sync() does.
+//
+// Process exit: quiesce's exit hook (an atexit handler, registered when a queue first
+// queues, so that it runs before the destructor of every static queue that has been used)
+// ends the runtime's part in the process:
+//  - from then on every queue(), queue_delayed() and mod_delayed() is refused (false; for
+//    mod_delayed true, as for any refusal), also from work items: self-re-queueing stops;
+//  - items that are queued, inactive or armed on the timer are dropped - they do not run;
+//    their pending bit is cleared and flush(), cancel_sync() and drain() waiting on them
+//    return (counted in wq_stats::dropped, or cancelled for armed items);
+//  - items that are running finish on their workers; exit does not wait for them or join
+//    any thread (so a running item that waits for a static object's destructor to stop it
+//    does not hang exit). A static work item destroyed while its instance still runs waits
+//    for that instance (instead of aborting).
+//  - runtime objects (pools, workers, the timer, the watchdog, the log) are never destroyed,
+//    so running items may use quiesce until the process ends. No user function starts after
+//    the hook ran; a function already running when exit began may still use static objects
+//    that are destroyed meanwhile - as any thread may: stop such items first.
+// A queue constructed after the hook's last registration and destroyed at exit before the
+// hook runs drains as at any other time.
 //
 // Threading: every member function is thread-safe unless stated. Work functions may queue,
-// cancel and flush other items, and queue (not flush or cancel_sync) themselves.
+// cancel and flush other items, and queue and cancel() (not flush or cancel_sync)
+// themselves.
 #pragma once
 
 #include <atomic>
@@ -84,10 +109,13 @@ class work {
   // called from the item's own function (it would wait for itself).
   bool flush();
   // Dequeues the item if it is pending (also stopping a delayed item's timer). Returns true
-  // if it was pending. Does not wait for a running instance.
+  // if it was pending. Never waits: while a cancel_sync() of the item is in progress it
+  // returns false at once.
   bool cancel();
-  // cancel(), then waits for a running instance to finish. While it runs, queueing the
-  // item fails (returns false). Returns true if the item was pending.
+  // cancel(), then waits for a running instance to finish. Meanwhile the item is disabled:
+  // queueing it (also from its own function) returns false, mod_delayed() returns true,
+  // both without queueing. Returns true if the item was pending. Several cancel_sync()
+  // calls may wait at once; the item is enabled again when the last returns.
   bool cancel_sync();
 
   const std::string& name() const noexcept { return name_; }
@@ -100,27 +128,28 @@ class work {
   const char* trace_name_;         // I: interned name for trace events
 
   // The state below is shared between queuers, workers, the timer and cancellers; each
-  // field names what protects it (L(x) = lock x held; A = atomic).
-  std::atomic<std::uint32_t> flags_{0};       // A: PENDING, CANCELING (see src/wq/work_flags.hpp)
-  std::atomic<std::uint64_t> last_id_{0};     // A: instances ever queued (id of the newest)
-  std::atomic<std::uint64_t> pending_id_{0};  // A: id of the queued instance, 0 if none
-  std::atomic<std::uint64_t> running_id_{0};  // A: id of the running instance, 0 if none
-  std::atomic<detail::pool*> queued_pool_{nullptr};           // A: pool whose list holds the item
+  // field names what protects it, in the legend of src/wq/internal.hpp (L(x) = lock x held;
+  // A = atomic; P = written by the owner of the pending bit before the item is listed).
+  std::atomic<std::uint32_t> flags_{0};              // A: PENDING and the disable count
+  std::atomic<std::uint64_t> last_id_{0};            // A: instances ever queued (id of the newest)
+  std::atomic<std::uint64_t> pending_id_{0};         // A: id of the queued instance, 0 if none
+  std::atomic<std::uint64_t> running_id_{0};         // A: id of the running instance, 0 if none
+  std::atomic<detail::pool*> queued_pool_{nullptr};  // A: pool whose list holds the item
   std::atomic<detail::active_domain*> inactive_in_{nullptr};  // A: domain holding it inactive
   std::atomic<detail::pool*> last_pool_{nullptr};             // A: pool that last ran it
-  list_node node_;                                            // L(queued_pool_ or inactive_in_)
-  void* on_list_ = nullptr;                   // L(queued_pool_): the pool list holding it
-  detail::pwq* pwq_ = nullptr;                // L(same): the queue it was queued through
-  detail::worker* current_worker_ = nullptr;  // L(last_pool_): the worker running it
-  int color_ = 0;                             // L(same): flush color at queueing
-  bool active_ = false;                       // L(same): counted in its domain's nr_active
-  std::uint64_t queued_ns_ = 0;               // L(same)
-  std::uint64_t activated_ns_ = 0;            // L(same)
-  // Delayed work only: the timer entry. L(timer lock).
+  list_node node_;  // L(pool) on a worklist or scheduled list; L(domain) on an inactive list
+  void* on_list_ = nullptr;                   // L(pool): the pool list holding it
+  detail::pwq* pwq_ = nullptr;                // P: the queue it was queued through
+  detail::worker* current_worker_ = nullptr;  // L(pool of last_pool_): the worker running it
+  int color_ = 0;                             // P, under L(domain of pwq_): flush color
+  bool active_ = false;                       // P, under L(domain): counted in nr_active
+  std::uint64_t queued_ns_ = 0;               // P
+  std::uint64_t activated_ns_ = 0;            // L(pool)
+  // Delayed work only: the timer entry. L(timer).
   std::uint64_t timer_deadline_ns_ = 0;
-  std::uint64_t timer_seq_ = 0;    // L(timer): 0 = not armed
-  workqueue* timer_wq_ = nullptr;  // L(timer)
-  int timer_cpu_ = -1;             // L(timer)
+  std::uint64_t timer_seq_ = 0;          // L(timer): 0 = not armed
+  detail::wq_impl* timer_wq_ = nullptr;  // L(timer)
+  int timer_cpu_ = -1;                   // L(timer)
 };
 
 // A work item that can be queued after a delay. One timer thread serves the whole process.
@@ -137,7 +166,8 @@ struct wq_stats {
   std::uint64_t cancelled = 0;    // pending instances removed by cancel
   std::uint64_t exceptions = 0;   // executions that threw
   std::uint64_t hog_reports = 0;  // executions the watchdog marked CPU-intensive
-  std::uint64_t rejected = 0;     // queue() refused while draining
+  std::uint64_t rejected = 0;     // queueing refused (draining and not chained, or exiting)
+  std::uint64_t dropped = 0;      // queued instances dropped, not run, at process exit
   std::uint64_t flushes = 0;      // flush() calls (incl. drain's) that have begun to wait
   bool draining = false;          // a drain() (or the destructor) is in progress
   int max_active = 0;             // the effective limit (per CPU for bound queues)
@@ -181,18 +211,26 @@ class workqueue {
   // Queues on the pool of `cpu` (bound) or of the scope group holding `cpu` (unbound).
   // Throws std::invalid_argument if `cpu` is not usable by this process.
   bool queue_on(int cpu, work& w);
-  // Queues after `delay` (0 = now). False if already pending. Negative delays throw.
+  // Queues after `delay` (0 = now; nanoseconds::max() = never, until mod_delayed, flush or
+  // cancel). False if already pending, disabled, or refused as queue() is (a draining queue
+  // refuses delayed work from outside too). Negative delays throw.
   bool queue_delayed(delayed_work& w, std::chrono::nanoseconds delay);
   bool queue_delayed_on(int cpu, delayed_work& w, std::chrono::nanoseconds delay);
   // Sets the delay whatever the state: a pending item is taken back (from its timer or
-  // its queue) and queued again after `delay`. Returns true if it was pending.
+  // its queue) and queued again after `delay`. Returns false exactly when this call created
+  // a new instance: true if the pending instance was moved, and true (nothing changes) if
+  // the call is refused - a cancel_sync() of the item is in progress, the queue is draining
+  // and the caller is not one of its items, or the process is exiting (kernel <= 6.9:
+  // -ENOENT becomes true).
   bool mod_delayed(delayed_work& w, std::chrono::nanoseconds delay);
 
   // Waits until every item queued before the call has finished; items queued after the
   // call are not waited for. Must not be called from this queue's own items.
   void flush();
-  // Flushes until the queue is empty. Meanwhile only this queue's own items may queue on
-  // it (chained queueing); other queue() calls return false. Warns through the log sink
+  // Flushes until the queue is empty: no instance queued, running or armed on the timer
+  // (checked in one step, so a timer firing into the queue cannot slip past). Meanwhile
+  // only this queue's own items may queue on it (chained queueing); other queue(),
+  // queue_delayed() and mod_delayed() calls are refused. Warns through the log sink
   // ("isn't complete after N tries") at 10 tries, then every 100.
   void drain();
 
@@ -206,7 +244,7 @@ class workqueue {
 };
 
 // The system's shared queues (kernel: system_wq, system_highpri_wq, system_unbound_wq,
-// system_long_wq). Created on first use; never destroyed (items may be queued at exit).
+// system_long_wq). Created on first use; never destroyed (see the exit rules above).
 workqueue& system_wq();
 workqueue& system_highpri_wq();
 workqueue& system_unbound_wq();
@@ -215,18 +253,17 @@ workqueue& system_long_wq();
 // RAII: the calling work item is about to block (wait on a lock, I/O, a condition). On a
 // per-CPU pool its worker stops counting as running, so another worker may start the
 // pool's pending items - the user-space form of the kernel's scheduler hook. Nesting is
-// allowed. On any thread it is also an RCU Tasks quiescent state for its scope (a
-// voluntary block, see rcu_voluntary_block). Costs one pool lock round trip on a worker.
+// allowed. On any thread it is also an RCU Tasks quiescent state for its scope: it is an
+// rcu_voluntary_block, and every voluntary block (quiesce's own waits included) on a
+// worker does the same. Costs one pool lock round trip on a worker.
 class may_block {
  public:
-  may_block() noexcept;
-  ~may_block();
+  may_block() noexcept = default;
   may_block(const may_block&) = delete;
   may_block& operator=(const may_block&) = delete;
 
  private:
-  rcu_voluntary_block tasks_qs_;
-  detail::worker* worker_;
+  rcu_voluntary_block block_;
 };
 
 // The pools that exist now.
@@ -234,7 +271,9 @@ std::vector<pool_info> worker_pools();
 
 // How long an idle worker is kept before it may be culled (kernel: IDLE_WORKER_TIMEOUT,
 // 300 s). Workers are culled only while too many are idle: nr_idle > 2 and
-// (nr_idle - 2) * 4 >= nr_busy. Throws std::invalid_argument if not positive.
+// (nr_idle - 2) * 4 >= nr_busy. Applies at once, to workers already idle too;
+// nanoseconds::max() keeps idle workers for ever. Throws std::invalid_argument if not
+// positive.
 void set_worker_idle_timeout(std::chrono::nanoseconds timeout);
 
 // The work item the calling thread is executing, or nullptr if it is not a worker or is

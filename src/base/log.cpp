@@ -3,6 +3,10 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <cstdio>
+#include <cstdlib>
+
+#include "never_destroyed.hpp"
 #include "quiesce/clock.hpp"
 
 namespace quiesce {
@@ -26,9 +30,26 @@ struct log_state {
   log_sink sink = stderr_sink;  // L: lock; also held while the sink runs
 };
 
+// Never destroyed: runtime threads log until the process ends.
 log_state& state() {
-  static log_state s;  // never destroyed before a static worker's last log line
-  return s;
+  static detail::never_destroyed<log_state> s;
+  return s.get();
+}
+
+// The sink contract is noexcept: a sink that throws ends the process with a message (a
+// line lost silently, or a caller's state left half-changed, would be worse).
+void call_sink(const log_sink& sink, log_level level, std::string_view line) noexcept {
+  try {
+    sink(level, line);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "quiesce: the log sink threw (%s) for: %.*s\n", e.what(),
+                 static_cast<int>(line.size()), line.data());
+    std::fprintf(stderr, "quiesce: log sink threw; terminating\n");
+    std::abort();
+  } catch (...) {
+    std::fprintf(stderr, "quiesce: log sink threw; terminating\n");
+    std::abort();
+  }
 }
 
 }  // namespace
@@ -55,10 +76,10 @@ void log(log_level level, std::string_view message) {
     const std::size_t nl = message.find('\n', start);
     const std::string_view line = message.substr(start, nl - start);
     if (nl == std::string_view::npos) {
-      if (!line.empty() || start == 0) s.sink(level, line);
+      if (!line.empty() || start == 0) call_sink(s.sink, level, line);
       break;
     }
-    s.sink(level, line);
+    call_sink(s.sink, level, line);
     start = nl + 1;
   }
 }

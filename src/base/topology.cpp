@@ -1,5 +1,7 @@
 #include "quiesce/topology.hpp"
 
+#include "never_destroyed.hpp"
+
 #include <algorithm>
 #include <fstream>
 #include <map>
@@ -215,9 +217,11 @@ int cpu_topology::node_of(int cpu) const {
   throw std::invalid_argument("cpu: " + std::to_string(cpu) + " is not usable by this process");
 }
 
+// Never destroyed: workers and the timer read it until the process ends.
 const cpu_topology& system_topology() {
-  static const cpu_topology topo = cpu_topology::read("/sys", cpu_set::current_affinity());
-  return topo;
+  static detail::never_destroyed<cpu_topology> topo(
+      cpu_topology::read("/sys", cpu_set::current_affinity()));
+  return topo.get();
 }
 
 }  // namespace quiesce

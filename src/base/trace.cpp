@@ -1,5 +1,7 @@
 #include "quiesce/trace.hpp"
 
+#include "never_destroyed.hpp"
+
 #include <unistd.h>
 
 #include <algorithm>
@@ -103,9 +105,10 @@ struct registry {
   std::unordered_set<std::string> interned;  // L (nodes are stable: c_str() outlives us)
 };
 
+// Never destroyed: workers emit events until the process ends.
 registry& reg() {
-  static registry r;
-  return r;
+  static quiesce::detail::never_destroyed<registry> r;
+  return r.get();
 }
 
 // The calling thread's ring; marks it exited when the thread ends so clear() can free it.

@@ -7,6 +7,7 @@
 
 #include <stdexcept>
 
+#include "../base/blocking_hook.hpp"
 #include "../base/futex.hpp"
 #include "../base/never_destroyed.hpp"
 #include "internal.hpp"
@@ -223,11 +224,15 @@ void cond_resched_tasks_qs() noexcept {
 
 rcu_voluntary_block::rcu_voluntary_block() noexcept
     : was_online_(detail::tls_tasks.ctr.load(std::memory_order_relaxed) != 0) {
+  const detail::blocking_hook& hook = detail::tls_blocking_hook;
+  if (hook.enter) hook.enter(hook.ctx);
   if (was_online_) detail::qs_offline(rcu_kind::tasks);
 }
 
 rcu_voluntary_block::~rcu_voluntary_block() {
   if (was_online_) detail::qs_online(rcu_kind::tasks);
+  const detail::blocking_hook& hook = detail::tls_blocking_hook;
+  if (hook.leave) hook.leave(hook.ctx);
 }
 
 }  // namespace quiesce

@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "../base/never_destroyed.hpp"
 #include "quiesce/clock.hpp"
 #include "quiesce/thread.hpp"
 
@@ -20,11 +21,9 @@ namespace {
 
 using namespace std::chrono_literals;
 
-// The watchdog thread and its state. A process-lifetime object, stopped at exit.
+// The watchdog thread and its state. A process-lifetime object, never stopped.
 class watchdog {
  public:
-  ~watchdog() { stop(); }
-
   std::uint64_t add(std::string name, watchdog_check check) {
     std::lock_guard guard(lock_);
     const std::uint64_t id = ++last_id_;
@@ -113,17 +112,6 @@ class watchdog {
     }
   }
 
-  void stop() {
-    {
-      std::lock_guard guard(lock_);
-      stopping_ = true;
-    }
-    wake_cv_.notify_all();
-    holds_.fetch_add(1);  // wake a sleeping watchdog
-    holds_.notify_one();
-    if (thread_.joinable()) thread_.join();
-  }
-
   std::mutex lock_;
   std::condition_variable wake_cv_;        // stop requests
   std::condition_variable idle_cv_;        // a check finished running
@@ -137,9 +125,11 @@ class watchdog {
   std::atomic<bool> sleeping_{false};      // A: the thread waits on holds_
 };
 
+// Never destroyed: runtime threads report through it until the process ends; its thread
+// sleeps while nothing is in flight and ends with the process.
 watchdog& the_watchdog() {
-  static watchdog w;
-  return w;
+  static detail::never_destroyed<watchdog> w;
+  return w.get();
 }
 
 // The counters in declaration order; their index is the slot in watchdog::counters.

@@ -10,7 +10,9 @@
 #include <atomic>
 #include <cstdint>
 
+#include "../base/blocking_hook.hpp"
 #include "../base/futex.hpp"
+#include "internal.hpp"
 #include "quiesce/rcu.hpp"
 
 namespace quiesce::detail {
@@ -25,11 +27,31 @@ inline void notify_completion() noexcept {
   }
 }
 
+// A blocking wait of the workqueue: a voluntary block, so on a worker the pool may start
+// another worker meanwhile (the blocking hook), and an RCU Tasks quiescent state.
+class wait_scope {
+ public:
+  wait_scope() noexcept = default;
+  wait_scope(const wait_scope&) = delete;
+  wait_scope& operator=(const wait_scope&) = delete;
+
+ private:
+  // The waits_keep_running mutant hides the blocking hook from the workqueue's own waits.
+  struct hook_hider {
+    blocking_hook saved = tls_blocking_hook;
+    hook_hider() noexcept {
+      if (mutant::waits_keep_running) tls_blocking_hook = blocking_hook{};
+    }
+    ~hook_hider() { tls_blocking_hook = saved; }
+  };
+  hook_hider hider_;
+  rcu_voluntary_block block_;
+};
+
 // Blocks until done() is true. done() must read seq_cst atomics (or take locks).
-// Blocking here is voluntary: an RCU Tasks quiescent state for the wait.
 template <typename Pred>
 void wait_for_completion(Pred done) {
-  rcu_voluntary_block blocking;
+  wait_scope blocking;
   completion_waiters.fetch_add(1, std::memory_order_seq_cst);
   for (;;) {
     const std::uint32_t seen = completion_seq.load(std::memory_order_seq_cst);

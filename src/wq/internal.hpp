@@ -1,17 +1,37 @@
-// Internal structures of the workqueue runtime (src/wq). Not installed.
+// Internal structures of the workqueue runtime (src/wq), and the module's one protection
+// legend. Not installed.
 //
-// Objects and locks (kernel names in brackets):
+// Objects (kernel names in brackets):
 //   pool          [worker_pool]      per-CPU (x normal/highpri) or per unbound scope group;
-//                                    process-lifetime; pool::lock
-//   worker        [worker]           a thread of one pool
+//                                    process-lifetime, never destroyed (registry.cpp)
+//   worker        [worker]           a thread of one pool (worker.cpp)
 //   pwq           [pool_workqueue]   one workqueue's presence in one pool: flush colors,
 //                                    in-flight counts, per-pool stats
 //   active_domain [wq_node_nr_active] max_active accounting and the inactive list: one per
 //                                    pwq for bound queues, one per NUMA node for unbound
-//   timer         one thread arming delayed work for the whole process
+//   timer         one thread arming delayed work for the whole process (timer.cpp)
+//
+// Files: registry.cpp (the pools, process exit), worker.cpp (the worker loop, concurrency
+// management, may_block), queue.cpp (pending bit, disabling, non-reentrancy, max_active),
+// flush.cpp (instance accounting, cancel, flush, drain), timer.cpp (delayed work),
+// workqueue.cpp (a queue's pwqs, stats, system queues), work.cpp (naming, destruction),
+// wq_watchdog.cpp (lockups, hogs, sleepers).
+//
+// Protection legend (every shared field below and in class work names one):
+//   L(pool)    pool::lock held            L(domain)  active_domain::lock held
+//   L(timer)   the timer's lock held      L(flush)   wq_impl::flush_mutex held
+//   P          written only by the thread that owns the item's pending bit (it set it and
+//              has not yet put the item on a list); read by whoever takes the item off a
+//              list under that list's lock, which orders the accesses
+//   A          atomic; the comment says the ordering that matters
+//   W          touched only by the owning worker thread
+//   D          touched only by the watchdog thread (under L(pool) too, where noted)
+//   I          set at construction, read-only after
 // Lock order: active_domain::lock -> pool::lock -> timer lock. Never the reverse; code
 // that holds a pool lock and needs a (separate) domain lock drops the pool lock first.
 // A per-CPU queue's domain shares its pool's lock, so there is only one lock to take.
+// No lock of this module is held while calling out: user functions, the log sink, other
+// modules (RCU, the watchdog's registration) are called with every runtime lock released.
 #pragma once
 
 #include <sys/types.h>
@@ -34,9 +54,56 @@
 
 namespace quiesce::detail {
 
-// work::flags_ bits.
-inline constexpr std::uint32_t work_pending = 1u << 0;    // WORK_STRUCT_PENDING
-inline constexpr std::uint32_t work_canceling = 1u << 1;  // WORK_OFFQ_CANCELING
+// ---- deliberately broken builds (tests/mutants) ------------------------------------------
+// Each mutant removes one guarantee; the test suite must fail on every one of them. Only
+// the mutant builds define these macros.
+namespace mutant {
+#ifdef QUIESCE_MUTANT_FLUSH_IGNORES_PENDING  // work::flush waits only for a running instance
+inline constexpr bool flush_ignores_pending = true;
+#else
+inline constexpr bool flush_ignores_pending = false;
+#endif
+#ifdef QUIESCE_MUTANT_NO_CROSS_POOL_REENTRANCY  // a running item's new instance may go elsewhere
+inline constexpr bool no_cross_pool_reentrancy = true;
+#else
+inline constexpr bool no_cross_pool_reentrancy = false;
+#endif
+#ifdef QUIESCE_MUTANT_CLEAR_PENDING_AFTER_RUN  // the pending bit is cleared after the function
+inline constexpr bool clear_pending_after_run = true;
+#else
+inline constexpr bool clear_pending_after_run = false;
+#endif
+#ifdef QUIESCE_MUTANT_DRAIN_IGNORES_TIMERS  // drain() checks only the queued/running items
+inline constexpr bool drain_ignores_timers = true;
+#else
+inline constexpr bool drain_ignores_timers = false;
+#endif
+#ifdef QUIESCE_MUTANT_CANCEL_SYNC_NO_DISABLE  // queueing is not refused while cancel_sync waits
+inline constexpr bool cancel_sync_no_disable = true;
+#else
+inline constexpr bool cancel_sync_no_disable = false;
+#endif
+#ifdef QUIESCE_MUTANT_WAITS_KEEP_RUNNING  // quiesce's waits do not leave concurrency management
+inline constexpr bool waits_keep_running = true;
+#else
+inline constexpr bool waits_keep_running = false;
+#endif
+#ifdef QUIESCE_MUTANT_EXIT_RUNS_QUEUED  // at exit, queued items keep running and re-queueing
+inline constexpr bool exit_runs_queued = true;
+#else
+inline constexpr bool exit_runs_queued = false;
+#endif
+}  // namespace mutant
+
+// ---- work::flags_ -------------------------------------------------------------------------
+inline constexpr std::uint32_t work_pending = 1u << 0;  // WORK_STRUCT_PENDING
+// Disable count (kernel 6.10 WORK_OFFQ_DISABLE): while non-zero, queueing the item is refused
+// and cancel() returns false at once. cancel_sync() holds one for the time it waits.
+inline constexpr std::uint32_t work_disable_one = 1u << 8;
+inline constexpr std::uint32_t work_disable_mask = ~(work_disable_one - 1);
+inline bool work_disabled(std::uint32_t flags) noexcept {
+  return (flags & work_disable_mask) != 0;
+}
 
 // The kernel's POOL_* flags that apply here.
 inline constexpr unsigned pool_disassociated = 0x4;  // not bound to one CPU
@@ -45,6 +112,26 @@ inline constexpr int wq_dfl_active = 1024;   // WQ_DFL_ACTIVE
 inline constexpr int wq_max_active = 2048;   // WQ_MAX_ACTIVE
 inline constexpr int wq_dfl_min_active = 8;  // WQ_DFL_MIN_ACTIVE
 inline constexpr int max_workers_per_pool = 1024;
+
+// now + delta, saturated at the largest representable deadline (callers treat that as
+// "never").
+inline constexpr std::uint64_t never_ns = ~std::uint64_t{0};
+inline std::uint64_t deadline_after(std::uint64_t now, std::uint64_t delta) noexcept {
+  return delta >= never_ns - now ? never_ns : now + delta;
+}
+
+// Runs `fn` with `lk` released, and takes `lk` again afterwards (also if fn throws). The one
+// unlock/call/relock sequence of the module.
+template <typename Lock, typename Fn>
+decltype(auto) unlocked(Lock& lk, Fn&& fn) {
+  struct relock {
+    Lock& lk;
+    ~relock() { lk.lock(); }
+  };
+  lk.unlock();
+  relock again{lk};
+  return fn();
+}
 
 // Access to work's private state for the runtime (the friend of class work).
 struct wq_access {
@@ -65,12 +152,11 @@ struct wq_access {
   static std::uint64_t& activated_ns(work& w) { return w.activated_ns_; }
   static std::uint64_t& timer_deadline(work& w) { return w.timer_deadline_ns_; }
   static std::uint64_t& timer_seq(work& w) { return w.timer_seq_; }
-  static workqueue*& timer_wq(work& w) { return w.timer_wq_; }
+  static wq_impl*& timer_wq(work& w) { return w.timer_wq_; }
   static int& timer_cpu(work& w) { return w.timer_cpu_; }
   static void run(work& w) { w.fn_(w); }
   static const char* trace_name(const work& w) { return w.trace_name_; }
   static wq_impl& impl(workqueue& wq) { return *wq.impl_; }
-  static workqueue*& timer_wq_ref(work& w) { return w.timer_wq_; }
 };
 
 using work_list = intrusive_list<work, wq_access::node>;
@@ -85,9 +171,9 @@ struct active_domain {
   std::mutex own_lock;
   std::mutex& lock;             // I: own_lock, or the lock of the one pool it serves
   const bool shares_pool_lock;  // I
-  int nr_active = 0;            // L: items counted active (on a worklist or running)
-  int peak_active = 0;          // L: the most nr_active has been
-  work_list inactive;           // L: items waiting for nr_active < max_active, FIFO
+  int nr_active = 0;            // L(domain): items counted active (on a worklist or running)
+  int peak_active = 0;          // L(domain): the most nr_active has been
+  work_list inactive;           // L(domain): items waiting for nr_active < max_active, FIFO
 };
 
 struct pool;
@@ -99,13 +185,19 @@ struct pwq {
   wq_impl* const wq;            // I
   struct pool* const pool;      // I
   active_domain* const domain;  // I
-  std::atomic<int> color{0};    // A: flush color given to new items; flipped by flushers
-  std::atomic<std::int64_t> in_flight[2] = {};  // A: items queued and not finished, by color
-  // L(pool->lock):
+  // L(domain): the flush color given to new items. Queueing reads it and counts the item in
+  // in_flight[color] under the domain lock; flush() flips it under the same lock, so every
+  // item queued before the flip is counted in the color the flusher waits for.
+  int color = 0;
+  // A (seq_cst): items queued and not finished, by flush color. Raised under L(domain);
+  // lowered when an instance ends; read by flushers without a lock.
+  std::atomic<std::int64_t> in_flight[2] = {};
+  // L(pool):
   histogram queue_to_start_ns;
   histogram run_ns;
   std::uint64_t executed = 0;
   std::uint64_t exceptions = 0;
+  std::uint64_t dropped = 0;  // instances dropped at exit (not run)
   std::uint64_t hogs = 0;
 };
 
@@ -114,18 +206,17 @@ struct worker {
   struct pool* const pool;       // I
   const int id;                  // I
   const std::string name;        // I
-  std::thread thread;            // L: started and joined under the pool's management
+  std::thread thread;            // L(pool): started under the pool lock; never joined
   std::condition_variable wake;  // waited on with pool->lock held
 
-  // L(pool->lock):
+  // L(pool):
   list_node idle_node;         // linked in pool->idle while sleeping idle
   bool idle = false;           // on the idle list, not yet woken
   bool busy = false;           // processing items (left idle, not yet back)
   bool counted = false;        // included in pool->nr_running
-  int block_depth = 0;         // may_block scopes entered by the current item
+  int block_depth = 0;         // voluntary blocks (may_block, quiesce's waits) entered now
   bool cpu_intensive = false;  // current item marked (by its queue's flag or the watchdog)
   bool found_asleep = false;   // the watchdog saw it sleeping while counted
-  bool exited = false;         // left the loop; on pool->dying
   bool waking = false;         // counted in pool->nr_waking
   work* current = nullptr;     // the item executing
   struct pwq* current_pwq = nullptr;
@@ -138,7 +229,11 @@ struct worker {
   int stat_fd = -1;  // /proc/self/task/TID/stat, for the sleep check
   std::unique_ptr<schedstat_reader> sched;
 
-  // W: the watchdog thread only (under pool->lock too, as it runs its check there).
+  // W: true while the worker runs a user function (outside the pool lock), so that a
+  // voluntary block knows it blocks an item and not the worker's own idle sleep.
+  bool in_function = false;
+
+  // D (under L(pool)): the watchdog's CPU-hog bookkeeping.
   std::uint64_t wd_seen_seq = 0;
   std::uint64_t wd_cpu_baseline = 0;
 };
@@ -158,30 +253,34 @@ struct pool {
   // concurrency management); on an unbound pool one per CPU of its scope group. The kernel
   // does not cap unbound pools, but there threads are cheap to switch; here extra runnable
   // workers only time-share the same CPUs (libdispatch caps its pools the same way). A
-  // worker that blocks (may_block, or found asleep) stops counting, so blocking items
-  // never starve the pool.
+  // worker that blocks (a voluntary block, or found asleep) stops counting, so blocking
+  // items never starve the pool.
   int max_running() const noexcept { return bound() ? 1 : static_cast<int>(cpus.size()); }
   unsigned flags() const noexcept { return bound() ? 0 : pool_disassociated; }
 
   std::mutex lock;
-  work_list worklist;                            // L: active items waiting for a worker
-  std::vector<std::unique_ptr<worker>> workers;  // L: every live worker
-  std::vector<std::unique_ptr<worker>> dying;    // L: exited workers, to be joined
-  idle_list idle;                                // L: sleeping idle workers, most recent first
-  int nr_workers = 0;                            // L
-  int nr_idle = 0;                               // L
-  int nr_running = 0;                            // L: busy workers that count (see above)
-  int nr_waking = 0;                             // L: kicked or created, not yet looking
-  int next_worker_id = 0;                        // L
-  bool stopping = false;                         // L
-  bool creation_failed_reported = false;         // L
-  sched_sample exited_sched;                     // L: schedstat of culled workers
-  std::atomic<std::uint64_t> watchdog_ts{0};     // A: last progress (item started / list filled)
-  std::uint64_t lockup_reported_ts = 0;          // W: watchdog_ts when a lockup was reported
+  work_list worklist;                            // L(pool): active items waiting for a worker
+  std::vector<std::unique_ptr<worker>> workers;  // L(pool): every live worker
+  std::vector<std::unique_ptr<worker>> dying;    // L(pool): culled workers, to be joined
+  idle_list idle;                                // L(pool): sleeping idle workers, LIFO
+  int nr_workers = 0;                            // L(pool)
+  int nr_idle = 0;                               // L(pool)
+  int nr_running = 0;                            // L(pool): busy workers that count (above)
+  int nr_waking = 0;                             // L(pool): kicked or created, not yet looking
+  int next_worker_id = 0;                        // L(pool)
+  // L(pool): the process is exiting: workers drop queued items instead of running them.
+  bool exiting = false;
+  // L(pool): a worker could not be created; the watchdog reports it (unlocked) once.
+  std::string creation_failure;
+  bool creation_failure_reported = false;     // L(pool)
+  sched_sample exited_sched;                  // L(pool): schedstat of culled workers
+  std::atomic<std::uint64_t> watchdog_ts{0};  // A: last progress (item started / list filled)
+  std::uint64_t lockup_reported_ts = 0;       // D: watchdog_ts when a lockup was reported
 
-  // The kernel's policy predicates (all L).
+  // The kernel's policy predicates (all L(pool)).
   // Work is waiting and fewer workers than max_running() count as running: wake (or
-  // create) a worker. Per-CPU pools: nobody is running (kernel: nr_running == 0).
+  // create) a worker. Per-CPU pools: nobody is running (kernel: nr_running == 0). An exiting
+  // pool wants a worker for whatever lands on its list, to drop it.
   bool need_more_worker() const noexcept { return !worklist.empty() && nr_running < max_running(); }
   // A worker that finished an item takes the next one while running workers do not
   // exceed max_running() (per-CPU pools: while it alone runs, kernel: nr_running <= 1).
@@ -191,67 +290,103 @@ struct pool {
     const int nr_busy = nr_workers - nr_idle;
     return nr_idle > 2 && (nr_idle - 2) * 4 >= nr_busy;
   }
+  // At exit, items that reach the worklist are dropped, not run.
+  bool drops_work() const noexcept { return exiting && !mutant::exit_runs_queued; }
 };
 
-// Pool-level operations (pool.cpp). All `_locked` functions need pool->lock held.
+// ---- registry.cpp: the pools, and process exit --------------------------------------------
+pool& bound_pool(int cpu, bool highpri);
+pool& unbound_pool(const cpu_set& cpus, int node, bool highpri);
+std::vector<pool*> all_pools();
+// True once the process has begun to exit (quiesce's exit hook ran): queueing is refused.
+bool process_exiting() noexcept;
+// Called by a queue before its first queueing: makes sure quiesce's exit hook will run
+// before this queue's destructor (see the header's exit rules).
+void ensure_exit_hook(wq_impl& wq);
+// Gives `wq` its construction serial; called as the last step of the workqueue constructor.
+void number_queue(wq_impl& wq) noexcept;
+
+// ---- worker.cpp: workers and concurrency management ---------------------------------------
 void kick_pool_locked(pool& p);       // wake or create a worker if need_more_worker()
 void update_count_locked(worker& w);  // sync w.counted with its state, adjust nr_running
 // Appends an active item to the worklist; `now` is its activation time.
 void insert_work_locked(pool& p, work& item, std::uint64_t now);
 worker* this_thread_worker() noexcept;  // the calling worker, or nullptr
-pool& bound_pool(int cpu, bool highpri);
-pool& unbound_pool(const cpu_set& cpus, int node, bool highpri);
-std::vector<pool*> all_pools();
 std::uint64_t idle_timeout_ns() noexcept;
 
 // The state of one workqueue (workqueue.cpp).
 struct wq_impl {
   wq_impl(std::string name_, const wq_options& opt_);
-  const std::string name;  // I
-  const wq_options opt;    // I (normalised: ordered implies unbound, max_active 1)
-  const int max_active;    // I: the effective limit
-  const char* trace_name;  // I
-  bool system = false;     // I: a system queue, never destroyed
+  const std::string name;    // I
+  const wq_options opt;      // I (normalised: ordered implies unbound, max_active 1)
+  const int max_active;      // I: the effective limit
+  const char* trace_name;    // I
+  bool system = false;       // I: a system queue, never destroyed
+  std::uint64_t serial = 0;  // I: order of construction (registry.cpp, exit hook)
   std::vector<std::unique_ptr<active_domain>> domains;  // I
   std::vector<std::unique_ptr<pwq>> pwqs;               // I
   std::vector<int> pwq_index_of_cpu;                    // I: cpu number -> pwqs index, -1
   std::mutex flush_mutex;                               // serialises flush() callers
   std::atomic<int> draining{0};                         // A: drain() calls in progress
-  std::atomic<std::int64_t> timers_armed{0};            // A: delayed items armed for this queue
-  std::atomic<std::uint64_t> queued{0};                 // A
-  std::atomic<std::uint64_t> cancelled{0};              // A
-  std::atomic<std::uint64_t> rejected{0};               // A
-  std::atomic<std::uint64_t> flushes{0};                // A: flushes that flipped their colors
-  std::atomic<bool> reject_reported{false};             // A
+  // A (seq_cst): instances of this queue that exist: armed on the timer, queued (active or
+  // inactive), in transit between those, or running. Raised before an instance is created,
+  // lowered as the last touch of the queue when it ends; a timer firing or mod_delayed
+  // moving an instance leaves it unchanged. drain() is done when it reads zero.
+  std::atomic<std::int64_t> outstanding{0};
+  std::atomic<bool> exit_hook_checked{false};  // A: ensure_exit_hook() ran
+  std::atomic<std::uint64_t> queued{0};        // A
+  std::atomic<std::uint64_t> cancelled{0};     // A
+  std::atomic<std::uint64_t> rejected{0};      // A
+  std::atomic<std::uint64_t> flushes{0};       // A: flushes that flipped their colors
+  std::atomic<bool> reject_reported{false};    // A
 
   pwq& pwq_for_cpu(int cpu);
   pwq* pwq_in_pool(const pool* p) noexcept;
   bool in_flight() const noexcept;  // any item queued or running (timers not included)
 };
 
-// Queues an item whose pending bit the caller owns (and whose pending_id is set) on the
-// pool for `cpu` (-1: the calling thread's CPU). from_timer: a delayed item firing, which
-// a draining queue accepts. Returns false (and releases the pending bit) if rejected.
-bool queue_work_owned(wq_impl& wq, int cpu, work& item, bool from_timer);
+// ---- queue.cpp: queueing ------------------------------------------------------------------
+// Whether the calling thread runs one of wq's own items (chained queueing while draining).
+bool is_chained(const wq_impl& wq) noexcept;
+// Whether wq refuses new work from the calling thread now: the process is exiting, or the
+// queue is draining and the caller is not one of its items. Counts the refusal; the caller
+// undoes what it changed, then calls report_refusal() (a call-out to the log).
+bool refuses_new_work(wq_impl& wq);
+void report_refusal(wq_impl& wq, const work& item);
+// Queues an item whose pending bit the caller owns, whose pending_id is set and which is
+// counted in wq.outstanding, on the pool for `cpu` (-1: the calling thread's CPU). Never
+// refuses: callers check refuses_new_work() first.
+void queue_work_owned(wq_impl& wq, int cpu, work& item);
+// Takes one active slot of `d` back and activates what the limit now allows.
+void dec_nr_active_locked(active_domain& d);
 
-// Instance accounting (workqueue.cpp): an instance of q's ended (ran or was cancelled).
-// The _locked form is for domains that share the pool lock, called with it held.
-void pwq_dec_nr_in_flight(pwq& q, int color, bool active);
-void pwq_dec_nr_in_flight_locked(pwq& q, int color, bool active);
+// ---- flush.cpp: the end of an instance, and waiting for it --------------------------------
+// An instance of wq ended (ran, was cancelled, dropped or refused): the last touch of wq.
+void end_instance(wq_impl& wq) noexcept;
+// An instance that was counted in q (in_flight[color], and nr_active if active) ended.
+// `pool_lk` holds q.pool->lock on entry and on return (dropped meanwhile if q's domain has
+// its own lock). The last touch of q and of its queue.
+void end_queued_instance_locked(pwq& q, int color, bool active,
+                                std::unique_lock<std::mutex>& pool_lk);
+// Clears the pending bit of an instance that is not going to run (refused, cancelled,
+// dropped), then wakes waiters.
+void release_pending(work& item) noexcept;
+// Takes the pending bit of `item` (kernel: try_to_grab_pending). If an instance was pending
+// it is removed from its timer, worklist or inactive list, its accounting is undone (it is
+// counted cancelled if `count_cancel`) and grab_pending returns true. Either way the caller
+// owns the pending bit afterwards.
+bool grab_pending(work& item, bool count_cancel);
 
-// The watchdog's checks of every pool: lockup, CPU hogs, sleeping workers (wq_watchdog.cpp).
+// ---- timer.cpp: delayed work --------------------------------------------------------------
+void timer_arm(work& item, wq_impl& wq, int cpu, std::uint64_t deadline_ns);
+// Disarms `item` if its timer is armed: true, with the queue and CPU it was armed for.
+bool timer_cancel(work& item, wq_impl** wq, int* cpu);
+// At exit: disarms every armed item and ends its instance.
+void timer_drop_all();
+
+// ---- wq_watchdog.cpp ----------------------------------------------------------------------
+// The watchdog's checks of every pool: lockup, CPU hogs, sleeping workers.
 void wq_watchdog_check(const std::vector<pool*>& pools, std::uint64_t now_ns,
                        const watchdog_config& config);
-
-// Timer (timer.cpp).
-void timer_arm(work& item, workqueue& wq, int cpu, std::uint64_t deadline_ns);
-// Disarms `item` if its timer is armed: true, with the queue and CPU it was armed for.
-bool timer_cancel(work& item, workqueue** wq, int* cpu);
-
-// Takes the pending bit of `item` (kernel: try_to_grab_pending). If the item was pending,
-// it is removed from its timer, worklist or inactive list, its instance accounting is
-// undone and (if `count_cancel`) it is counted as cancelled on its queue; returns whether
-// it was pending. Either way the caller owns the pending bit afterwards. (work.cpp)
-bool grab_pending(work& item, bool count_cancel);
 
 }  // namespace quiesce::detail

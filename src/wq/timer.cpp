@@ -1,8 +1,12 @@
-// The one timer facility of the process: a thread that queues delayed work when it is due.
+// Delayed work: the one timer of the process, a thread that queues delayed items when they
+// are due. Never destroyed (workers may arm it while static destructors run at exit); its
+// thread ends with the process.
 #include <condition_variable>
 #include <map>
 #include <mutex>
+#include <vector>
 
+#include "../base/never_destroyed.hpp"
 #include "completion.hpp"
 #include "internal.hpp"
 #include "quiesce/clock.hpp"
@@ -14,16 +18,7 @@ namespace {
 
 class timer {
  public:
-  ~timer() {
-    {
-      std::lock_guard guard(lock_);
-      stopping_ = true;
-    }
-    cv_.notify_all();
-    if (thread_.joinable()) thread_.join();
-  }
-
-  void arm(work& item, workqueue& wq, int cpu, std::uint64_t deadline) {
+  void arm(work& item, wq_impl& wq, int cpu, std::uint64_t deadline) {
     std::lock_guard guard(lock_);
     if (!thread_.joinable()) thread_ = named_thread("quiesce-timer", [this] { run(); });
     wq_access::timer_seq(item) = ++last_seq_;
@@ -34,7 +29,7 @@ class timer {
     if (it == armed_.begin()) cv_.notify_one();  // a new earliest deadline
   }
 
-  bool cancel(work& item, workqueue** wq, int* cpu) {
+  bool cancel(work& item, wq_impl** wq, int* cpu) {
     std::lock_guard guard(lock_);
     if (wq_access::timer_seq(item) == 0) return false;
     armed_.erase(key_of(item));
@@ -42,6 +37,24 @@ class timer {
     *wq = wq_access::timer_wq(item);
     *cpu = wq_access::timer_cpu(item);
     return true;
+  }
+
+  // Exit: every armed instance ends without running.
+  void drop_all() {
+    std::vector<std::pair<work*, wq_impl*>> dropped;
+    {
+      std::lock_guard guard(lock_);
+      for (auto& [key, item] : armed_) {
+        wq_access::timer_seq(*item) = 0;
+        dropped.emplace_back(item, wq_access::timer_wq(*item));
+      }
+      armed_.clear();
+    }
+    for (auto& [item, wq] : dropped) {
+      wq->cancelled.fetch_add(1, std::memory_order_relaxed);
+      release_pending(*item);
+      end_instance(*wq);
+    }
   }
 
  private:
@@ -52,52 +65,58 @@ class timer {
 
   void run() {
     std::unique_lock guard(lock_);
-    while (!stopping_) {
+    for (;;) {
       if (armed_.empty()) {
         cv_.wait(guard);
         continue;
       }
       const auto first = armed_.begin();
-      const std::uint64_t now = now_ns();
-      if (first->first.first > now) {
-        cv_.wait_for(guard, std::chrono::nanoseconds(first->first.first - now));
-        continue;  // re-check: spurious wake, an earlier item, or stop
+      const std::uint64_t deadline = first->first.first;
+      if (deadline == never_ns) {  // nothing will ever be due: sleep until something is armed
+        cv_.wait(guard);
+        continue;
+      }
+      if (deadline > now_ns()) {
+        const std::chrono::steady_clock::time_point until{
+            std::chrono::nanoseconds(static_cast<std::int64_t>(deadline))};
+        cv_.wait_until(guard, until);
+        continue;  // re-check: spurious wake, an earlier item, or due now
       }
       work& item = *first->second;
       armed_.erase(first);
       wq_access::timer_seq(item) = 0;
-      workqueue& wq = *wq_access::timer_wq(item);
+      wq_impl& wq = *wq_access::timer_wq(item);
       const int cpu = wq_access::timer_cpu(item);
-      guard.unlock();
-      wq_impl& impl = wq_access::impl(wq);
-      queue_work_owned(impl, cpu, item, /*from_timer=*/true);
-      impl.timers_armed.fetch_sub(1, std::memory_order_seq_cst);
-      notify_completion();
-      guard.lock();
+      // The instance moves from the timer to the queue (a draining queue accepts it): the
+      // queue's outstanding count does not change, and after this we do not touch it.
+      unlocked(guard, [&] { queue_work_owned(wq, cpu, item); });
     }
   }
 
   std::mutex lock_;
   std::condition_variable cv_;
-  std::map<key, work*> armed_;  // L: ordered by deadline
-  std::uint64_t last_seq_ = 0;  // L
-  bool stopping_ = false;       // L
-  named_thread thread_;         // L: started on first arm
+  std::map<key, work*> armed_;  // L(timer): ordered by deadline
+  std::uint64_t last_seq_ = 0;  // L(timer)
+  named_thread thread_;         // L(timer): started on first arm, never joined
 };
 
 timer& the_timer() {
-  static timer t;
-  return t;
+  static never_destroyed<timer> t;
+  return t.get();
 }
 
 }  // namespace
 
-void timer_arm(work& item, workqueue& wq, int cpu, std::uint64_t deadline_ns) {
+void timer_arm(work& item, wq_impl& wq, int cpu, std::uint64_t deadline_ns) {
   the_timer().arm(item, wq, cpu, deadline_ns);
 }
 
-bool timer_cancel(work& item, workqueue** wq, int* cpu) {
+bool timer_cancel(work& item, wq_impl** wq, int* cpu) {
   return the_timer().cancel(item, wq, cpu);
+}
+
+void timer_drop_all() {
+  the_timer().drop_all();
 }
 
 }  // namespace quiesce::detail

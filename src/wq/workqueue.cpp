@@ -1,4 +1,5 @@
-// Workqueues: queueing, max_active accounting, flush, drain and stats.
+// Workqueues: a queue's presence in the pools (pwqs, max_active domains), its stats, and
+// the system queues.
 #include "quiesce/workqueue.hpp"
 
 #include <fmt/format.h>
@@ -44,17 +45,6 @@ wq_options normalised(wq_options opt) {
 
 int cpu_count(const cpu_set& s) {
   return static_cast<int>(s.size());
-}
-
-void trace_activate(work& item) {
-  if (!trace::enabled()) return;
-  trace::emit({.ts_ns = now_ns(),
-               .name = trace::workqueue_activate_work,
-               .category = "workqueue",
-               .str_key = "function",
-               .str_val = wq_access::trace_name(item),
-               .num_key = "work",
-               .num_val = reinterpret_cast<std::uintptr_t>(&item)});
 }
 
 }  // namespace
@@ -148,122 +138,14 @@ bool wq_impl::in_flight() const noexcept {
   return false;
 }
 
-bool queue_work_owned(wq_impl& wq, int cpu, work& item, bool from_timer) {
-  using A = wq_access;
-  if (wq.draining.load(std::memory_order_seq_cst) > 0 && !from_timer) {
-    // Only chained queueing (from this queue's own items) is allowed while draining.
-    worker* me = this_thread_worker();
-    const bool chained = me && me->current_pwq && me->current_pwq->wq == &wq;
-    if (!chained) {
-      wq.rejected.fetch_add(1, std::memory_order_relaxed);
-      if (!wq.reject_reported.exchange(true)) {
-        log(log_level::warning, fmt::format("workqueue {}: queueing {} while draining is refused",
-                                            wq.name, item.name()));
-      }
-      A::pending_id(item).store(0, std::memory_order_seq_cst);
-      A::flags(item).fetch_and(~work_pending, std::memory_order_seq_cst);
-      notify_completion();
-      return false;
-    }
-  }
-  pwq* q = &wq.pwq_for_cpu(cpu);
-  // Non-reentrancy: if the item is running on another pool, the new instance goes there
-  // (kernel: __queue_work's last_pool check), so it cannot run on two workers at once.
-  if (pool* last = A::last_pool(item).load(std::memory_order_acquire); last && last != q->pool) {
-    std::lock_guard guard(last->lock);
-    worker* running = A::current_worker(item);
-    if (running && running->current == &item) {
-      if (pwq* there = wq.pwq_in_pool(last)) q = there;
-    }
-  }
-  const int color = q->color.load(std::memory_order_seq_cst);
-  q->in_flight[color].fetch_add(1, std::memory_order_seq_cst);
-  A::pwq_of(item) = q;
-  A::color(item) = color;
-  A::queued_ns(item) = now_ns();
-  wq.queued.fetch_add(1, std::memory_order_relaxed);
-  if (trace::enabled()) {
-    trace::emit({.ts_ns = A::queued_ns(item),
-                 .name = trace::workqueue_queue_work,
-                 .category = "workqueue",
-                 .str_key = "function",
-                 .str_val = A::trace_name(item),
-                 .str2_key = "workqueue",
-                 .str2_val = wq.trace_name,
-                 .num_key = "work",
-                 .num_val = reinterpret_cast<std::uintptr_t>(&item)});
-  }
-  active_domain& d = *q->domain;
-  std::unique_lock domain_guard(d.lock);  // for a per-CPU queue, this is the pool lock
-  if (d.nr_active < d.max_active) {
-    ++d.nr_active;
-    d.peak_active = std::max(d.peak_active, d.nr_active);
-    A::active(item) = true;
-    trace_activate(item);  // the kernel traces immediate activation too
-    // Activated at once: the queueing time is the activation time (one clock read less).
-    if (d.shares_pool_lock) {
-      insert_work_locked(*q->pool, item, A::queued_ns(item));
-    } else {
-      std::lock_guard pool_guard(q->pool->lock);
-      insert_work_locked(*q->pool, item, A::queued_ns(item));
-    }
-  } else {
-    A::active(item) = false;
-    d.inactive.push_back(&item);
-    A::inactive_in(item).store(&d, std::memory_order_release);  // re-checked under d.lock
-  }
-  return true;
-}
-
-namespace {
-
-// Takes one active slot back and activates the oldest inactive items the limit now allows
-// (kernel: pwq_dec_nr_active). d.lock held; pool locks taken as needed unless shared.
-void dec_nr_active_locked(active_domain& d) {
-  using A = wq_access;
-  --d.nr_active;
-  while (d.nr_active < d.max_active) {
-    work* next = d.inactive.pop_front();
-    if (!next) break;
-    A::inactive_in(*next).store(nullptr, std::memory_order_release);
-    A::active(*next) = true;
-    ++d.nr_active;
-    d.peak_active = std::max(d.peak_active, d.nr_active);
-    pool& p = *A::pwq_of(*next)->pool;
-    trace_activate(*next);
-    const std::uint64_t now = now_ns();
-    if (d.shares_pool_lock) {
-      insert_work_locked(p, *next, now);
-    } else {
-      std::lock_guard pool_guard(p.lock);
-      insert_work_locked(p, *next, now);
-    }
-  }
-}
-
-}  // namespace
-
-void pwq_dec_nr_in_flight_locked(pwq& q, int color, bool active) {
-  if (active) dec_nr_active_locked(*q.domain);
-  q.in_flight[color].fetch_sub(1, std::memory_order_seq_cst);  // last touch of q
-  notify_completion();
-}
-
-void pwq_dec_nr_in_flight(pwq& q, int color, bool active) {
-  if (active) {
-    std::lock_guard domain_guard(q.domain->lock);
-    dec_nr_active_locked(*q.domain);
-  }
-  q.in_flight[color].fetch_sub(1, std::memory_order_seq_cst);  // last touch of q
-  notify_completion();
-}
-
 }  // namespace detail
 
 using detail::wq_access;
 
 workqueue::workqueue(std::string name, wq_options options)
-    : impl_(std::make_unique<detail::wq_impl>(std::move(name), options)) {}
+    : impl_(std::make_unique<detail::wq_impl>(std::move(name), options)) {
+  detail::number_queue(*impl_);  // the last step: construction has completed
+}
 
 workqueue::~workqueue() {
   if (!impl_->system) drain();
@@ -274,121 +156,6 @@ const std::string& workqueue::name() const noexcept {
 }
 const wq_options& workqueue::options() const noexcept {
   return impl_->opt;
-}
-
-namespace {
-
-void check_cpu(int cpu) {
-  if (!system_topology().cpus().contains(cpu)) {
-    throw std::invalid_argument(fmt::format("cpu: {} is not usable by this process (usable: {})",
-                                            cpu, system_topology().cpus().to_string()));
-  }
-}
-
-// Takes the pending bit for a new instance; false if the item is already pending.
-bool claim_for_queueing(work& w) {
-  if (wq_access::flags(w).fetch_or(detail::work_pending, std::memory_order_seq_cst) &
-      detail::work_pending) {
-    return false;
-  }
-  const std::uint64_t id = wq_access::last_id(w).fetch_add(1, std::memory_order_seq_cst) + 1;
-  wq_access::pending_id(w).store(id, std::memory_order_release);
-  return true;
-}
-
-void check_delay(std::chrono::nanoseconds delay) {
-  if (delay < std::chrono::nanoseconds::zero()) {
-    throw std::invalid_argument(fmt::format("delay: {} ns is negative", delay.count()));
-  }
-}
-
-// Queues now or arms the timer, for an item whose pending bit the caller owns.
-bool queue_or_arm(workqueue& wq, int cpu, delayed_work& w, std::chrono::nanoseconds delay) {
-  detail::wq_impl& impl = wq_access::impl(wq);
-  if (delay == std::chrono::nanoseconds::zero()) {
-    return detail::queue_work_owned(impl, cpu, w, /*from_timer=*/false);
-  }
-  impl.timers_armed.fetch_add(1, std::memory_order_seq_cst);
-  detail::timer_arm(w, wq, cpu, now_ns() + static_cast<std::uint64_t>(delay.count()));
-  return true;
-}
-
-}  // namespace
-
-bool workqueue::queue(work& w) {
-  if (!claim_for_queueing(w)) return false;
-  return detail::queue_work_owned(*impl_, -1, w, /*from_timer=*/false);
-}
-
-bool workqueue::queue_on(int cpu, work& w) {
-  check_cpu(cpu);
-  if (!claim_for_queueing(w)) return false;
-  return detail::queue_work_owned(*impl_, cpu, w, /*from_timer=*/false);
-}
-
-bool workqueue::queue_delayed(delayed_work& w, std::chrono::nanoseconds delay) {
-  check_delay(delay);
-  if (!claim_for_queueing(w)) return false;
-  return queue_or_arm(*this, -1, w, delay);
-}
-
-bool workqueue::queue_delayed_on(int cpu, delayed_work& w, std::chrono::nanoseconds delay) {
-  check_cpu(cpu);
-  check_delay(delay);
-  if (!claim_for_queueing(w)) return false;
-  return queue_or_arm(*this, cpu, w, delay);
-}
-
-bool workqueue::mod_delayed(delayed_work& w, std::chrono::nanoseconds delay) {
-  check_delay(delay);
-  const bool was_pending = detail::grab_pending(w, /*count_cancel=*/false);
-  if (!was_pending) {
-    const std::uint64_t id = wq_access::last_id(w).fetch_add(1, std::memory_order_seq_cst) + 1;
-    wq_access::pending_id(w).store(id, std::memory_order_seq_cst);
-  }
-  queue_or_arm(*this, -1, w, delay);
-  return was_pending;
-}
-
-void workqueue::flush() {
-  detail::worker* me = detail::this_thread_worker();
-  if (me && me->current_pwq && me->current_pwq->wq == impl_.get()) {
-    throw std::logic_error("workqueue::flush: " + impl_->name + " flushed from its own item");
-  }
-  std::lock_guard guard(impl_->flush_mutex);
-  // Flip every pwq's color: items queued from now on get the other color, and we wait for
-  // the old one to drain (kernel: flush colors). Flushers are serialised, so two colors do.
-  std::vector<int> flushing;
-  for (auto& q : impl_->pwqs)
-    flushing.push_back(q->color.fetch_xor(1, std::memory_order_seq_cst));
-  impl_->flushes.fetch_add(1, std::memory_order_seq_cst);
-  detail::wait_for_completion([&] {
-    for (std::size_t i = 0; i < impl_->pwqs.size(); ++i) {
-      if (impl_->pwqs[i]->in_flight[flushing[i]].load(std::memory_order_seq_cst) > 0) return false;
-    }
-    return true;
-  });
-}
-
-void workqueue::drain() {
-  impl_->draining.fetch_add(1, std::memory_order_seq_cst);
-  for (unsigned tries = 0;;) {
-    flush();
-    if (!impl_->in_flight()) {
-      if (impl_->timers_armed.load(std::memory_order_seq_cst) == 0) break;
-      // Only delayed items remain: wait for a timer to fire (or be cancelled).
-      detail::wait_for_completion([&] {
-        return impl_->timers_armed.load(std::memory_order_seq_cst) == 0 || impl_->in_flight();
-      });
-      continue;
-    }
-    ++tries;  // chained queueing kept the queue busy through a whole flush
-    if (tries == 10 || (tries % 100 == 0 && tries <= 1000)) {
-      log(log_level::warning,
-          fmt::format("workqueue {}: drain() isn't complete after {} tries", impl_->name, tries));
-    }
-  }
-  impl_->draining.fetch_sub(1, std::memory_order_seq_cst);
 }
 
 wq_stats workqueue::stats() const {
@@ -407,6 +174,7 @@ wq_stats workqueue::stats() const {
     s.run_ns.merge(q->run_ns);
     s.executed += q->executed;
     s.exceptions += q->exceptions;
+    s.dropped += q->dropped;
     s.hog_reports += q->hogs;
     pools.insert(q->pool);
   }

@@ -1,4 +1,6 @@
-// The workqueue's checks on the watchdog thread: lockups, CPU hogs, sleeping workers.
+// The workqueue's checks on the watchdog thread: lockups, CPU hogs, sleeping workers, and
+// reports of failed worker creation. A check looks at a pool under its lock and collects
+// what it has to say; it logs only after releasing the lock (a log sink may queue work).
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -6,6 +8,7 @@
 #include <map>
 #include <string_view>
 
+#include "../base/never_destroyed.hpp"
 #include "internal.hpp"
 #include "quiesce/clock.hpp"
 #include "quiesce/log.hpp"
@@ -29,11 +32,17 @@ char thread_state(int stat_fd) {
 }
 
 // Offences per work function name, as the kernel's wci table (at most 128 functions).
-// W: the watchdog thread only.
+// D: the watchdog thread only. Never destroyed: the watchdog runs until the process ends.
 std::map<std::string, std::uint64_t>& hog_table() {
-  static std::map<std::string, std::uint64_t> table;
-  return table;
+  static never_destroyed<std::map<std::string, std::uint64_t>> table;
+  return table.get();
 }
+
+// What one check of one pool found, to be logged once the pool lock is released.
+struct pool_reports {
+  std::vector<std::pair<log_level, std::string>> lines;
+  std::vector<std::string> hogs;  // functions marked CPU-intensive, one per offence
+};
 
 void report_hog(const std::string& name, const watchdog_config& c) {
   auto& table = hog_table();
@@ -55,7 +64,7 @@ void report_hog(const std::string& name, const watchdog_config& c) {
   }
 }
 
-void report_lockup(pool& p, std::uint64_t now, std::uint64_t since) {
+std::string lockup_report_locked(pool& p, std::uint64_t now, std::uint64_t since) {
   std::string msg = fmt::format(
       "BUG: workqueue lockup - pool cpus={} node={} flags=0x{:x} nice={} stuck for {}s!",
       p.cpus.to_string(), p.node, p.flags(), p.nice, (now - since) / 1'000'000'000u);
@@ -74,19 +83,23 @@ void report_lockup(pool& p, std::uint64_t now, std::uint64_t since) {
                        wq_access::pwq_of(*item)->wq->name);
   }
   if (p.worklist.size() > 8) msg += fmt::format("\n  ... {} more pending", p.worklist.size() - 8);
-  log(log_level::err, msg);
-  watchdog_count(&watchdog_counters::wq_lockups);
+  return msg;
 }
 
-void check_pool(pool& p, std::uint64_t now, const watchdog_config& c) {
-  std::lock_guard guard(p.lock);
+void check_pool_locked(pool& p, std::uint64_t now, const watchdog_config& c, pool_reports& out) {
+  if (!p.creation_failure.empty()) {
+    out.lines.emplace_back(log_level::err, std::move(p.creation_failure));
+    p.creation_failure.clear();
+    p.creation_failure_reported = true;  // once per pool, as before
+  }
   // Lockup: pending work, and the first item has not changed for the threshold.
   const auto lockup_ns = static_cast<std::uint64_t>(c.wq_lockup.count());
   if (lockup_ns > 0 && !p.worklist.empty()) {
     const std::uint64_t since = p.watchdog_ts.load(std::memory_order_relaxed);
     if (now > since && now - since >= lockup_ns && p.lockup_reported_ts != since) {
       p.lockup_reported_ts = since;  // once per stall; progress re-arms it
-      report_lockup(p, now, since);
+      out.lines.emplace_back(log_level::err, lockup_report_locked(p, now, since));
+      watchdog_count(&watchdog_counters::wq_lockups);
     }
   }
   // CPU-intensive marking is for per-CPU pools only (an unbound item may run long).
@@ -105,7 +118,7 @@ void check_pool(pool& p, std::uint64_t now, const watchdog_config& c) {
         ++w.current_pwq->hogs;
         watchdog_count(&watchdog_counters::wq_cpu_hogs);
         update_count_locked(w);
-        report_hog(w.current->name(), c);
+        out.hogs.push_back(w.current->name());
       }
     }
     // Asleep while counted, with work waiting: the scheduler hook we do not have.
@@ -129,8 +142,17 @@ void check_pool(pool& p, std::uint64_t now, const watchdog_config& c) {
 
 void wq_watchdog_check(const std::vector<pool*>& pools, std::uint64_t now,
                        const watchdog_config& c) {
-  for (pool* p : pools)
-    check_pool(*p, now, c);
+  for (pool* p : pools) {
+    pool_reports found;
+    {
+      std::lock_guard guard(p->lock);
+      check_pool_locked(*p, now, c, found);
+    }
+    for (auto& [level, line] : found.lines)
+      log(level, line);
+    for (const std::string& name : found.hogs)
+      report_hog(name, c);
+  }
 }
 
 }  // namespace quiesce::detail

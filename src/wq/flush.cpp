@@ -1,0 +1,192 @@
+// The end of an instance and waiting for it: instance accounting, taking a pending item
+// back (cancel), work::flush, cancel_sync, workqueue::flush (flush colors) and drain.
+#include <fmt/format.h>
+
+#include <stdexcept>
+#include <thread>
+
+#include "completion.hpp"
+#include "internal.hpp"
+#include "quiesce/log.hpp"
+
+namespace quiesce {
+
+namespace detail {
+
+using A = wq_access;
+
+void end_instance(wq_impl& wq) noexcept {
+  wq.outstanding.fetch_sub(1, std::memory_order_seq_cst);  // last touch of wq
+  notify_completion();
+}
+
+void end_queued_instance_locked(pwq& q, int color, bool active,
+                                std::unique_lock<std::mutex>& pool_lk) {
+  wq_impl& wq = *q.wq;
+  if (active) {
+    if (q.domain->shares_pool_lock) {
+      dec_nr_active_locked(*q.domain);
+    } else {
+      unlocked(pool_lk, [&] {
+        std::lock_guard domain_guard(q.domain->lock);
+        dec_nr_active_locked(*q.domain);
+      });
+    }
+  }
+  q.in_flight[color].fetch_sub(1, std::memory_order_seq_cst);  // last touch of q
+  end_instance(wq);
+}
+
+void release_pending(work& item) noexcept {
+  A::pending_id(item).store(0, std::memory_order_seq_cst);
+  A::flags(item).fetch_and(~work_pending, std::memory_order_seq_cst);
+  notify_completion();
+}
+
+bool grab_pending(work& item, bool count_cancel) {
+  auto count = [count_cancel](wq_impl& wq) {
+    if (count_cancel) wq.cancelled.fetch_add(1, std::memory_order_relaxed);
+  };
+  for (;;) {
+    const std::uint32_t old = A::flags(item).fetch_or(work_pending, std::memory_order_seq_cst);
+    if (!(old & work_pending)) return false;  // idle: the bit is ours now
+    wq_impl* timer_wq = nullptr;
+    int cpu = -1;
+    if (timer_cancel(item, &timer_wq, &cpu)) {
+      count(*timer_wq);
+      end_instance(*timer_wq);
+      return true;
+    }
+    if (pool* p = A::queued_pool(item).load(std::memory_order_seq_cst)) {
+      std::unique_lock guard(p->lock);
+      if (A::queued_pool(item).load(std::memory_order_seq_cst) == p) {
+        static_cast<work_list*>(A::on_list(item))->erase(&item);
+        A::on_list(item) = nullptr;
+        A::queued_pool(item).store(nullptr, std::memory_order_seq_cst);
+        pwq& q = *A::pwq_of(item);
+        count(*q.wq);
+        end_queued_instance_locked(q, A::color(item), A::active(item), guard);
+        return true;
+      }
+    }
+    if (active_domain* d = A::inactive_in(item).load(std::memory_order_seq_cst)) {
+      std::unique_lock guard(d->lock);
+      if (A::inactive_in(item).load(std::memory_order_seq_cst) == d) {
+        d->inactive.erase(&item);
+        A::inactive_in(item).store(nullptr, std::memory_order_seq_cst);
+        pwq& q = *A::pwq_of(item);
+        const int color = A::color(item);
+        count(*q.wq);
+        guard.unlock();  // the domain belongs to the queue: released before its last touch
+        q.in_flight[color].fetch_sub(1, std::memory_order_seq_cst);
+        end_instance(*q.wq);
+        return true;
+      }
+    }
+    // Pending but on no list: in transit between a queuer, the timer and a list (a few
+    // instructions, none of them waits). Let the thread moving it run.
+    std::this_thread::yield();
+  }
+}
+
+}  // namespace detail
+
+bool work::flush() {
+  if (current_work() == this) {
+    throw std::logic_error("work::flush: " + name_ + " would wait for itself");
+  }
+  // A delayed item still on its timer is queued now, as the kernel's flush_delayed_work.
+  detail::wq_impl* wq = nullptr;
+  int cpu = -1;
+  const bool was_armed = detail::timer_cancel(*this, &wq, &cpu);
+  if (was_armed) detail::queue_work_owned(*wq, cpu, *this);
+  const std::uint64_t target = last_id_.load(std::memory_order_seq_cst);
+  auto done = [&] {
+    if (!detail::mutant::flush_ignores_pending) {
+      const std::uint64_t p = pending_id_.load(std::memory_order_seq_cst);
+      if (p != 0 && p <= target) return false;
+    }
+    const std::uint64_t r = running_id_.load(std::memory_order_seq_cst);
+    return r == 0 || r > target;
+  };
+  if (target == 0 || done()) return was_armed;
+  detail::wait_for_completion(done);
+  return true;
+}
+
+bool work::cancel() {
+  // A cancel_sync in progress owns the item's fate: return at once (kernel: -ENOENT).
+  if (detail::work_disabled(flags_.load(std::memory_order_seq_cst))) return false;
+  const bool was_pending = detail::grab_pending(*this, /*count_cancel=*/true);
+  detail::release_pending(*this);
+  return was_pending;
+}
+
+bool work::cancel_sync() {
+  if (current_work() == this) {
+    throw std::logic_error("work::cancel_sync: " + name_ + " would wait for itself");
+  }
+  // Disabled while we wait: queueing it (also from its own function) is refused, so a
+  // self-re-arming item cannot keep us waiting (kernel 6.10: disable_work).
+  const bool disable = !detail::mutant::cancel_sync_no_disable;
+  if (disable) flags_.fetch_add(detail::work_disable_one, std::memory_order_seq_cst);
+  const bool was_pending = detail::grab_pending(*this, /*count_cancel=*/true);
+  detail::release_pending(*this);
+  detail::wait_for_completion([&] { return running_id_.load(std::memory_order_seq_cst) == 0; });
+  if (disable) flags_.fetch_sub(detail::work_disable_one, std::memory_order_seq_cst);
+  detail::notify_completion();
+  return was_pending;
+}
+
+void workqueue::flush() {
+  if (detail::is_chained(*impl_)) {
+    throw std::logic_error("workqueue::flush: " + impl_->name + " flushed from its own item");
+  }
+  detail::wait_scope blocking;  // waiting for the flush mutex blocks too
+  std::lock_guard guard(impl_->flush_mutex);
+  // Flip every pwq's color under its domain lock, the lock queueing assigns colors under:
+  // items queued from now on get the other color, and we wait for the old one to drain
+  // (kernel: flush colors). Flushers are serialised, so two colors do.
+  std::vector<int> flushing;
+  flushing.reserve(impl_->pwqs.size());
+  for (auto& q : impl_->pwqs) {
+    std::lock_guard domain_guard(q->domain->lock);
+    flushing.push_back(q->color);
+    q->color ^= 1;
+  }
+  impl_->flushes.fetch_add(1, std::memory_order_seq_cst);
+  detail::wait_for_completion([&] {
+    for (std::size_t i = 0; i < impl_->pwqs.size(); ++i) {
+      if (impl_->pwqs[i]->in_flight[flushing[i]].load(std::memory_order_seq_cst) > 0) return false;
+    }
+    return true;
+  });
+}
+
+void workqueue::drain() {
+  detail::wq_impl& wq = *impl_;
+  wq.draining.fetch_add(1, std::memory_order_seq_cst);
+  // Empty: no instance of this queue exists - none armed, queued, in transit or running
+  // (one counter, which a timer firing into the queue does not change).
+  auto empty = [&wq] {
+    if (detail::mutant::drain_ignores_timers) return !wq.in_flight();
+    return wq.outstanding.load(std::memory_order_seq_cst) == 0;
+  };
+  for (unsigned tries = 0;;) {
+    flush();
+    if (empty()) break;
+    if (!wq.in_flight()) {
+      // Only delayed (or in-transit) instances remain: wait for one to land or end.
+      detail::wait_for_completion([&] { return empty() || wq.in_flight(); });
+      continue;
+    }
+    ++tries;  // chained queueing kept the queue busy through a whole flush
+    if (tries == 10 || (tries % 100 == 0 && tries <= 1000)) {
+      log(log_level::warning,
+          fmt::format("workqueue {}: drain() isn't complete after {} tries", wq.name, tries));
+    }
+  }
+  wq.draining.fetch_sub(1, std::memory_order_seq_cst);
+}
+
+}  // namespace quiesce

@@ -1,0 +1,235 @@
+// Queueing: the pending bit and disabling (cancel_sync in progress), refusals (draining,
+// exit), non-reentrancy across pools, flush-color assignment and max_active activation.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <stdexcept>
+
+#include "completion.hpp"
+#include "internal.hpp"
+#include "quiesce/clock.hpp"
+#include "quiesce/log.hpp"
+#include "quiesce/topology.hpp"
+#include "quiesce/trace.hpp"
+
+namespace quiesce {
+
+namespace detail {
+
+namespace {
+
+using A = wq_access;
+
+void trace_activate(work& item) {
+  if (!trace::enabled()) return;
+  trace::emit({.ts_ns = now_ns(),
+               .name = trace::workqueue_activate_work,
+               .category = "workqueue",
+               .str_key = "function",
+               .str_val = A::trace_name(item),
+               .num_key = "work",
+               .num_val = reinterpret_cast<std::uintptr_t>(&item)});
+}
+
+void trace_queue(work& item, const wq_impl& wq) {
+  if (!trace::enabled()) return;
+  trace::emit({.ts_ns = A::queued_ns(item),
+               .name = trace::workqueue_queue_work,
+               .category = "workqueue",
+               .str_key = "function",
+               .str_val = A::trace_name(item),
+               .str2_key = "workqueue",
+               .str2_val = wq.trace_name,
+               .num_key = "work",
+               .num_val = reinterpret_cast<std::uintptr_t>(&item)});
+}
+
+// Activates `item` on its pwq's pool (d.lock held; the pool lock taken unless shared).
+void activate_locked(active_domain& d, work& item, std::uint64_t now) {
+  ++d.nr_active;
+  d.peak_active = std::max(d.peak_active, d.nr_active);
+  A::active(item) = true;
+  trace_activate(item);  // the kernel traces immediate activation too
+  pool& p = *A::pwq_of(item)->pool;
+  if (d.shares_pool_lock) {
+    insert_work_locked(p, item, now);
+  } else {
+    std::lock_guard pool_guard(p.lock);
+    insert_work_locked(p, item, now);
+  }
+}
+
+}  // namespace
+
+bool is_chained(const wq_impl& wq) noexcept {
+  const worker* me = this_thread_worker();
+  return me && me->current_pwq && me->current_pwq->wq == &wq;
+}
+
+bool refuses_new_work(wq_impl& wq) {
+  const bool exiting = process_exiting() && !mutant::exit_runs_queued;
+  const bool draining = wq.draining.load(std::memory_order_seq_cst) > 0 && !is_chained(wq);
+  if (!exiting && !draining) return false;
+  wq.rejected.fetch_add(1, std::memory_order_relaxed);
+  return true;
+}
+
+void report_refusal(wq_impl& wq, const work& item) {
+  if (process_exiting()) return;  // at exit every queueing is refused, silently
+  if (!wq.reject_reported.exchange(true)) {
+    log(log_level::warning,
+        fmt::format("workqueue {}: queueing {} while draining is refused", wq.name, item.name()));
+  }
+}
+
+void queue_work_owned(wq_impl& wq, int cpu, work& item) {
+  pwq* q = &wq.pwq_for_cpu(cpu);
+  // Non-reentrancy: if the item is running on another pool, the new instance goes there
+  // (kernel: __queue_work's last_pool check), so it cannot run on two workers at once.
+  if (pool* last = A::last_pool(item).load(std::memory_order_acquire);
+      last && last != q->pool && !mutant::no_cross_pool_reentrancy) {
+    std::lock_guard guard(last->lock);
+    const worker* running = A::current_worker(item);
+    if (running && running->current == &item) {
+      if (pwq* there = wq.pwq_in_pool(last)) q = there;
+    }
+  }
+  A::pwq_of(item) = q;
+  A::queued_ns(item) = now_ns();
+  wq.queued.fetch_add(1, std::memory_order_relaxed);
+  trace_queue(item, wq);
+  active_domain& d = *q->domain;
+  std::lock_guard domain_guard(d.lock);  // for a per-CPU queue, this is the pool lock
+  // The flush color and its in-flight count, under the lock that flush() flips it under.
+  const int color = q->color;
+  q->in_flight[color].fetch_add(1, std::memory_order_seq_cst);
+  A::color(item) = color;
+  if (d.nr_active < d.max_active) {
+    // Activated at once: the queueing time is the activation time (one clock read less).
+    activate_locked(d, item, A::queued_ns(item));
+  } else {
+    A::active(item) = false;
+    d.inactive.push_back(&item);
+    A::inactive_in(item).store(&d, std::memory_order_release);  // re-checked under d.lock
+  }
+}
+
+void dec_nr_active_locked(active_domain& d) {
+  --d.nr_active;
+  while (d.nr_active < d.max_active) {
+    work* next = d.inactive.pop_front();
+    if (!next) break;
+    A::inactive_in(*next).store(nullptr, std::memory_order_release);
+    activate_locked(d, *next, now_ns());
+  }
+}
+
+}  // namespace detail
+
+using detail::wq_access;
+
+namespace {
+
+void check_cpu(int cpu) {
+  if (!system_topology().cpus().contains(cpu)) {
+    throw std::invalid_argument(fmt::format("cpu: {} is not usable by this process (usable: {})",
+                                            cpu, system_topology().cpus().to_string()));
+  }
+}
+
+void check_delay(std::chrono::nanoseconds delay) {
+  if (delay < std::chrono::nanoseconds::zero()) {
+    throw std::invalid_argument(fmt::format("delay: {} ns is negative", delay.count()));
+  }
+}
+
+// Takes the pending bit for a new instance: false if the item is already pending or is
+// disabled (a cancel_sync is in progress), as the kernel's queue_work refuses both.
+bool claim_pending(work& w) {
+  auto& flags = wq_access::flags(w);
+  std::uint32_t f = flags.load(std::memory_order_relaxed);
+  do {
+    if (f & detail::work_pending) return false;
+    if (detail::work_disabled(f)) return false;
+  } while (!flags.compare_exchange_weak(f, f | detail::work_pending, std::memory_order_seq_cst,
+                                        std::memory_order_relaxed));
+  return true;
+}
+
+// A new instance of `w` on `wq`, whose pending bit the caller has just claimed.
+void start_instance(detail::wq_impl& wq, work& w) {
+  const std::uint64_t id = wq_access::last_id(w).fetch_add(1, std::memory_order_seq_cst) + 1;
+  wq_access::pending_id(w).store(id, std::memory_order_release);
+  wq.outstanding.fetch_add(1, std::memory_order_seq_cst);
+}
+
+// Queues now or arms the timer, for an instance whose pending bit the caller owns and
+// which is counted in wq.outstanding.
+void queue_or_arm(detail::wq_impl& wq, int cpu, work& w, std::chrono::nanoseconds delay) {
+  if (delay == std::chrono::nanoseconds::zero()) {
+    detail::queue_work_owned(wq, cpu, w);
+    return;
+  }
+  detail::timer_arm(w, wq, cpu,
+                    detail::deadline_after(now_ns(), static_cast<std::uint64_t>(delay.count())));
+}
+
+// queue(), queue_on() and queue_delayed(): claim, check for refusal, queue or arm.
+bool queue_new(detail::wq_impl& wq, int cpu, work& w, std::chrono::nanoseconds delay) {
+  detail::ensure_exit_hook(wq);
+  if (!claim_pending(w)) return false;
+  if (detail::refuses_new_work(wq)) {
+    detail::release_pending(w);  // undo before calling out
+    detail::report_refusal(wq, w);
+    return false;
+  }
+  start_instance(wq, w);
+  queue_or_arm(wq, cpu, w, delay);
+  return true;
+}
+
+}  // namespace
+
+bool workqueue::queue(work& w) {
+  return queue_new(*impl_, -1, w, std::chrono::nanoseconds::zero());
+}
+
+bool workqueue::queue_on(int cpu, work& w) {
+  check_cpu(cpu);
+  return queue_new(*impl_, cpu, w, std::chrono::nanoseconds::zero());
+}
+
+bool workqueue::queue_delayed(delayed_work& w, std::chrono::nanoseconds delay) {
+  check_delay(delay);
+  return queue_new(*impl_, -1, w, delay);
+}
+
+bool workqueue::queue_delayed_on(int cpu, delayed_work& w, std::chrono::nanoseconds delay) {
+  check_cpu(cpu);
+  check_delay(delay);
+  return queue_new(*impl_, cpu, w, delay);
+}
+
+bool workqueue::mod_delayed(delayed_work& w, std::chrono::nanoseconds delay) {
+  check_delay(delay);
+  detail::wq_impl& wq = *impl_;
+  detail::ensure_exit_hook(wq);
+  // Refused (nothing changes): a cancel_sync is in progress, or the queue takes no new work
+  // from this thread. True: this call created no instance.
+  if (detail::work_disabled(wq_access::flags(w).load(std::memory_order_seq_cst))) return true;
+  if (detail::refuses_new_work(wq)) {
+    detail::report_refusal(wq, w);
+    return true;
+  }
+  // Counted first, so that the queue never looks empty while the instance moves.
+  wq.outstanding.fetch_add(1, std::memory_order_seq_cst);
+  const bool was_pending = detail::grab_pending(w, /*count_cancel=*/false);
+  if (!was_pending) {
+    const std::uint64_t id = wq_access::last_id(w).fetch_add(1, std::memory_order_seq_cst) + 1;
+    wq_access::pending_id(w).store(id, std::memory_order_seq_cst);
+  }
+  queue_or_arm(wq, -1, w, delay);
+  return was_pending;
+}
+
+}  // namespace quiesce

@@ -1,0 +1,402 @@
+// Workers and concurrency management: the kernel's worker_thread(), process_one_work(),
+// the idle list and culling, and the scheduler hook (wq_worker_sleeping) in its user-space
+// form - a voluntary block (may_block, and every wait inside quiesce) on a worker stops it
+// counting as running, so its pool may start another.
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <pthread.h>
+#include <unistd.h>
+
+#include <stdexcept>
+
+#include "../base/blocking_hook.hpp"
+#include "completion.hpp"
+#include "internal.hpp"
+#include "quiesce/clock.hpp"
+#include "quiesce/log.hpp"
+#include "quiesce/thread.hpp"
+#include "quiesce/trace.hpp"
+
+namespace quiesce::detail {
+
+namespace {
+
+thread_local worker* tls_worker = nullptr;  // W
+
+std::atomic<std::int64_t> g_idle_timeout_ns{300'000'000'000};  // A: IDLE_WORKER_TIMEOUT
+std::atomic<std::uint64_t> g_idle_timeout_gen{0};              // A: bumped when the timeout changes
+
+std::string worker_name(const pool& p, int id) {
+  if (p.bound()) return fmt::format("kworker/{}:{}{}", p.cpu, id, p.nice < 0 ? "H" : "");
+  return fmt::format("kworker/u{}:{}{}", p.id, id, p.nice < 0 ? "H" : "");
+}
+
+void worker_main(worker* w);
+
+// A worker could not be created: remembered for the watchdog to report, unlocked (L).
+void note_creation_failure_locked(pool& p, std::string what) {
+  if (p.creation_failure.empty() && !p.creation_failure_reported)
+    p.creation_failure = std::move(what);
+}
+
+// Starts a new worker in `p` (L). It begins not busy and not idle: it will look for work.
+bool create_worker_locked(pool& p) {
+  if (p.nr_workers >= max_workers_per_pool) {
+    note_creation_failure_locked(
+        p, fmt::format("workqueue: pool {} (cpus={}) reached {} workers; not creating more", p.id,
+                       p.cpus.to_string(), max_workers_per_pool));
+    return false;
+  }
+  // Free the workers that were culled (their threads detached themselves and no longer
+  // touch their worker object once they have released the lock).
+  for (auto& d : p.dying) {
+    if (d->stat_fd >= 0) ::close(d->stat_fd);
+  }
+  p.dying.clear();
+  const int id = p.next_worker_id++;
+  auto w = std::make_unique<worker>(&p, id, worker_name(p, id));
+  worker* raw = w.get();
+  try {
+    raw->thread = std::thread(worker_main, raw);
+  } catch (const std::system_error& e) {
+    note_creation_failure_locked(
+        p, fmt::format("workqueue: cannot create a worker for pool {}: {}", p.id, e.what()));
+    return false;
+  }
+  raw->waking = true;
+  ++p.nr_waking;
+  p.workers.push_back(std::move(w));
+  ++p.nr_workers;
+  return true;
+}
+
+// Takes `w` off the idle list (L).
+void leave_idle_locked(pool& p, worker& w) {
+  if (!w.idle) return;
+  p.idle.erase(&w);
+  w.idle = false;
+  --p.nr_idle;
+}
+
+void enter_idle_locked(pool& p, worker& w) {
+  w.idle = true;
+  w.idle_since_ns = now_ns();
+  p.idle.push_front(&w);  // LIFO: the most recently active worker is woken first
+  ++p.nr_idle;
+}
+
+// Whether `w` should count in nr_running: a busy worker that is not inside a voluntary
+// block and not found asleep, and (per-CPU pools) not CPU-intensive.
+bool counts_as_running(const worker& w) {
+  if (w.pool->bound() && w.cpu_intensive) return false;
+  return w.busy && w.block_depth == 0 && !w.found_asleep;
+}
+
+// The scheduler hook: a voluntary block on a worker that runs an item (not its idle sleep).
+void worker_block_enter(void* ctx) noexcept {
+  worker& w = *static_cast<worker*>(ctx);
+  if (!w.in_function) return;
+  std::lock_guard guard(w.pool->lock);
+  ++w.block_depth;
+  update_count_locked(w);
+}
+
+void worker_block_leave(void* ctx) noexcept {
+  worker& w = *static_cast<worker*>(ctx);
+  if (!w.in_function) return;
+  std::lock_guard guard(w.pool->lock);
+  if (w.block_depth > 0) --w.block_depth;
+  update_count_locked(w);
+}
+
+void setup_worker_thread(worker& w) {
+  pool& p = *w.pool;
+  set_this_thread_name(w.name);
+  if (!pin_this_thread(p.cpus)) {
+    log(log_level::warning,
+        fmt::format("workqueue: cannot pin {} to CPUs {}", w.name, p.cpus.to_string()));
+  }
+  if (p.nice != 0) set_this_thread_nice(p.nice);  // a refusal is reported once
+  tls_worker = &w;
+  tls_blocking_hook = blocking_hook{&worker_block_enter, &worker_block_leave, &w};
+  const pid_t tid = this_thread_tid();
+  clockid_t clock = 0;
+  pthread_getcpuclockid(pthread_self(), &clock);
+  const int fd = ::open(fmt::format("/proc/self/task/{}/stat", tid).c_str(), O_RDONLY | O_CLOEXEC);
+  auto sched = std::make_unique<schedstat_reader>(tid);
+  std::lock_guard guard(p.lock);
+  w.tid = tid;
+  w.cpu_clock = clock;
+  w.stat_fd = fd;
+  w.sched = std::move(sched);
+}
+
+void report_exception(const wq_impl& wq, const work& item, const char* what) {
+  log(log_level::err, fmt::format("workqueue {}: work {} threw: {}", wq.name, item.name(), what));
+}
+
+void trace_execute(work& item, pwq& q, std::uint64_t ts, bool start) {
+  if (!trace::enabled()) return;
+  trace::event e{.ts_ns = ts,
+                 .name = start ? trace::workqueue_execute_start : trace::workqueue_execute_end,
+                 .category = "workqueue",
+                 .str_key = "function",
+                 .str_val = wq_access::trace_name(item),
+                 .num_key = "work",
+                 .num_val = reinterpret_cast<std::uintptr_t>(&item),
+                 .ph = start ? trace::phase::begin : trace::phase::end};
+  if (start) {
+    e.str2_key = "workqueue";
+    e.str2_val = q.wq->trace_name;
+  }
+  trace::emit(e);
+}
+
+// The user function, with the pool lock released; exceptions are caught and reported.
+bool run_function(worker& w, work& item, pwq& q) {
+  w.in_function = true;
+  bool threw = false;
+  try {
+    wq_access::run(item);
+  } catch (const std::exception& e) {
+    threw = true;
+    w.in_function = false;
+    report_exception(*q.wq, item, e.what());
+  } catch (...) {
+    threw = true;
+    w.in_function = false;
+    report_exception(*q.wq, item, "an exception not derived from std::exception");
+  }
+  w.in_function = false;
+  return threw;
+}
+
+// Runs one item (kernel: process_one_work), or at exit drops it. Called and returns with the
+// pool lock held.
+void process_one_work(pool& p, worker& w, work& item, std::unique_lock<std::mutex>& lk) {
+  using A = wq_access;
+  // Take the item off whichever list holds it (the worklist or our scheduled list).
+  static_cast<work_list*>(A::on_list(item))->erase(&item);
+  A::on_list(item) = nullptr;
+  A::queued_pool(item).store(nullptr, std::memory_order_release);
+  pwq& q = *A::pwq_of(item);
+  const int color = A::color(item);
+  const bool active = A::active(item);
+
+  if (p.drops_work()) {  // the process is exiting: the instance ends without running
+    ++q.dropped;
+    release_pending(item);
+    end_queued_instance_locked(q, color, active, lk);
+    return;
+  }
+
+  const std::uint64_t start = now_ns();
+  q.queue_to_start_ns.record(start - A::queued_ns(item));
+  p.watchdog_ts.store(start, std::memory_order_relaxed);
+
+  A::current_worker(item) = &w;
+  // Published to queuers by the release-acquire chain of the pending bit (cleared below).
+  A::last_pool(item).store(&p, std::memory_order_release);
+  w.current = &item;
+  w.current_pwq = &q;
+  w.current_start_ns = start;
+  ++w.current_seq;
+  w.cpu_intensive = q.wq->opt.cpu_intensive;
+  update_count_locked(w);
+  // Unbound pools start every item at once: wake another worker for the rest.
+  kick_pool_locked(p);
+
+  // Clear the pending bit before the function runs, so a re-queue runs it once more.
+  // running first, then pending: a flusher that reads pending == 0 (acquire) then sees it
+  // running. No waiter needs waking for a start, so release stores do.
+  auto clear_pending = [&item] {
+    const std::uint64_t id = A::pending_id(item).load(std::memory_order_seq_cst);
+    A::running_id(item).store(id, std::memory_order_release);
+    A::pending_id(item).store(0, std::memory_order_release);
+    A::flags(item).fetch_and(~work_pending, std::memory_order_seq_cst);
+  };
+  if (!mutant::clear_pending_after_run) clear_pending();
+
+  trace_execute(item, q, start, /*start=*/true);
+  const bool threw = unlocked(lk, [&] { return run_function(w, item, q); });
+  const std::uint64_t end = now_ns();
+  trace_execute(item, q, end, /*start=*/false);
+  if (mutant::clear_pending_after_run) clear_pending();
+
+  q.run_ns.record(end - start);
+  ++q.executed;
+  if (threw) ++q.exceptions;
+  w.current = nullptr;
+  w.current_pwq = nullptr;
+  w.cpu_intensive = false;
+  w.block_depth = 0;
+  w.found_asleep = false;
+  update_count_locked(w);
+  A::current_worker(item) = nullptr;
+  // Last touch of the item: after this a flusher may return and the owner destroy it.
+  A::running_id(item).store(0, std::memory_order_seq_cst);
+  end_queued_instance_locked(q, color, active, lk);
+}
+
+// An idle worker sleeps until kicked, or until its idle timeout (re-read when it changes)
+// passes. Returns false if the worker culled itself (it must return at once).
+bool sleep_idle(pool& p, worker& w, std::unique_lock<std::mutex>& lk) {
+  enter_idle_locked(p, w);
+  for (;;) {
+    const std::uint64_t gen = g_idle_timeout_gen.load(std::memory_order_acquire);
+    const std::uint64_t deadline = deadline_after(w.idle_since_ns, idle_timeout_ns());
+    auto woken = [&] {
+      return !w.idle || g_idle_timeout_gen.load(std::memory_order_acquire) != gen;
+    };
+    if (deadline == never_ns) {
+      w.wake.wait(lk, woken);
+    } else {
+      const std::chrono::steady_clock::time_point until{
+          std::chrono::nanoseconds(static_cast<std::int64_t>(deadline))};
+      w.wake.wait_until(lk, until, woken);
+    }
+    if (!w.idle) return true;                                                 // kicked
+    if (g_idle_timeout_gen.load(std::memory_order_acquire) != gen) continue;  // new timeout
+    if (now_ns() < deadline) continue;                                        // spurious
+    if (!p.too_many_workers()) {
+      w.idle_since_ns = now_ns();  // needed after all: a new idle period begins
+      continue;
+    }
+    // Culled: leave the pool. The thread detaches itself; its worker object is freed by the
+    // next worker creation, after this thread has released the lock.
+    leave_idle_locked(p, w);
+    --p.nr_workers;
+    if (auto s = w.sched->sample()) {
+      p.exited_sched.run_ns += s->run_ns;
+      p.exited_sched.run_delay_ns += s->run_delay_ns;
+      p.exited_sched.switches += s->switches;
+    }
+    for (auto it = p.workers.begin(); it != p.workers.end(); ++it) {
+      if (it->get() == &w) {
+        w.thread.detach();
+        p.dying.push_back(std::move(*it));
+        p.workers.erase(it);
+        break;
+      }
+    }
+    return false;
+  }
+}
+
+// The worker's life: sleep idle until kicked, then process items while the pool wants it
+// to (kernel: worker_thread).
+void worker_main(worker* self) {
+  worker& w = *self;
+  pool& p = *w.pool;
+  setup_worker_thread(w);
+  std::unique_lock lk(p.lock);
+  for (;;) {
+    if (w.waking) {  // we were kicked (or just created): the wake-up has arrived
+      w.waking = false;
+      --p.nr_waking;
+    }
+    if (!p.need_more_worker() && w.scheduled.empty()) {
+      rcu_voluntary_block idle_is_quiescent;  // an idle worker holds no Tasks grace period
+      if (!sleep_idle(p, w, lk)) break;
+      continue;
+    }
+
+    w.busy = true;
+    update_count_locked(w);
+    watchdog_hold();
+    do {
+      if (!w.scheduled.empty()) {
+        process_one_work(p, w, *w.scheduled.front(), lk);
+        continue;
+      }
+      work* item = p.worklist.front();
+      if (!item) break;
+      // Non-reentrancy: an item running on another worker of this pool goes to that
+      // worker, which runs it after its current execution (kernel: assign_work).
+      worker* running = wq_access::current_worker(*item);
+      if (running && running != &w) {
+        p.worklist.erase(item);
+        running->scheduled.push_back(item);
+        wq_access::on_list(*item) = &running->scheduled;
+        continue;
+      }
+      process_one_work(p, w, *item, lk);
+    } while (!w.scheduled.empty() || p.keep_working());
+    w.busy = false;
+    update_count_locked(w);
+    watchdog_release();
+  }
+  tls_blocking_hook = blocking_hook{};
+  tls_worker = nullptr;
+}
+
+}  // namespace
+
+// ---- pool operations -------------------------------------------------------------------
+
+void update_count_locked(worker& w) {
+  const bool should = counts_as_running(w);
+  if (should == w.counted) return;
+  w.counted = should;
+  w.pool->nr_running += should ? 1 : -1;
+  if (!should) kick_pool_locked(*w.pool);
+}
+
+// One wake-up at a time: a worker already on its way will look at the worklist, and if it
+// starts an item while more are waiting it kicks again (a chain, as the kernel's).
+void kick_pool_locked(pool& p) {
+  if (!p.need_more_worker() || p.nr_waking > 0) return;
+  if (worker* w = p.idle.front()) {
+    leave_idle_locked(p, *w);
+    w->waking = true;
+    ++p.nr_waking;
+    w->wake.notify_one();
+    return;
+  }
+  create_worker_locked(p);
+}
+
+void insert_work_locked(pool& p, work& item, std::uint64_t now) {
+  if (p.worklist.empty()) p.watchdog_ts.store(now, std::memory_order_relaxed);
+  wq_access::activated_ns(item) = now;
+  p.worklist.push_back(&item);
+  wq_access::on_list(item) = &p.worklist;
+  wq_access::queued_pool(item).store(&p, std::memory_order_release);  // re-checked under lock
+  kick_pool_locked(p);
+}
+
+worker* this_thread_worker() noexcept {
+  return tls_worker;
+}
+
+std::uint64_t idle_timeout_ns() noexcept {
+  return static_cast<std::uint64_t>(g_idle_timeout_ns.load(std::memory_order_relaxed));
+}
+
+}  // namespace quiesce::detail
+
+// ---- public functions ------------------------------------------------------------------
+
+namespace quiesce {
+
+using namespace detail;
+
+void set_worker_idle_timeout(std::chrono::nanoseconds timeout) {
+  if (timeout <= std::chrono::nanoseconds::zero()) {
+    throw std::invalid_argument("timeout: the idle worker timeout must be positive");
+  }
+  g_idle_timeout_ns.store(timeout.count(), std::memory_order_relaxed);
+  g_idle_timeout_gen.fetch_add(1, std::memory_order_acq_rel);
+  // Idle workers re-evaluate their deadline with the new timeout.
+  for (pool* p : all_pools()) {
+    std::lock_guard guard(p->lock);
+    for (worker* w = p->idle.front(); w; w = p->idle.next(w))
+      w->wake.notify_one();
+  }
+}
+
+work* current_work() noexcept {
+  return tls_worker ? tls_worker->current : nullptr;
+}
+
+}  // namespace quiesce
