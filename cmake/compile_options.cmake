@@ -21,3 +21,8 @@ if(QUIESCE_FUZZ)
   target_compile_options(quiesce_compile_options INTERFACE -fsanitize=fuzzer-no-link)
   target_link_options(quiesce_compile_options INTERFACE -fsanitize=fuzzer-no-link)
 endif()
+
+# clang checks the runtime's protection legends (QUIESCE_GUARDED_BY, src/base/thread_annotations.hpp).
+if(CMAKE_CXX_COMPILER_ID MATCHES "Clang")
+  target_compile_options(quiesce_compile_options INTERFACE -Wthread-safety)
+endif()

@@ -20,15 +20,15 @@ void end_instance(wq_impl& wq) noexcept {
   notify_completion();
 }
 
-void end_queued_instance_locked(pwq& q, int color, bool active,
-                                std::unique_lock<std::mutex>& pool_lk) {
+void end_queued_instance_locked(pwq& q, int color, bool active, detail::unique_lock& pool_lk) {
   wq_impl& wq = *q.wq;
   if (active) {
     if (q.domain->shares_pool_lock) {
+      q.domain->lock.assert_held();  // the pool lock
       dec_nr_active_locked(*q.domain);
     } else {
       unlocked(pool_lk, [&] {
-        std::lock_guard domain_guard(q.domain->lock);
+        detail::lock_guard domain_guard(q.domain->lock);
         dec_nr_active_locked(*q.domain);
       });
     }
@@ -58,19 +58,20 @@ bool grab_pending(work& item, bool count_cancel) {
       return true;
     }
     if (pool* p = A::queued_pool(item).load(std::memory_order_seq_cst)) {
-      std::unique_lock guard(p->lock);
+      detail::unique_lock guard(p->lock);
       if (A::queued_pool(item).load(std::memory_order_seq_cst) == p) {
         static_cast<work_list*>(A::on_list(item))->erase(&item);
         A::on_list(item) = nullptr;
         A::queued_pool(item).store(nullptr, std::memory_order_seq_cst);
         pwq& q = *A::pwq_of(item);
+        q.pool_lock.assert_held();  // an item is listed only in its pwq's pool
         count(*q.wq);
         end_queued_instance_locked(q, A::color(item), A::active(item), guard);
         return true;
       }
     }
     if (active_domain* d = A::inactive_in(item).load(std::memory_order_seq_cst)) {
-      std::unique_lock guard(d->lock);
+      detail::unique_lock guard(d->lock);
       if (A::inactive_in(item).load(std::memory_order_seq_cst) == d) {
         d->inactive.erase(&item);
         A::inactive_in(item).store(nullptr, std::memory_order_seq_cst);
@@ -143,14 +144,14 @@ void workqueue::flush() {
     throw std::logic_error("workqueue::flush: " + impl_->name + " flushed from its own item");
   }
   detail::wait_scope blocking;  // waiting for the flush mutex blocks too
-  std::lock_guard guard(impl_->flush_mutex);
+  detail::lock_guard guard(impl_->flush_mutex);
   // Flip every pwq's color under its domain lock, the lock queueing assigns colors under:
   // items queued from now on get the other color, and we wait for the old one to drain
   // (kernel: flush colors). Flushers are serialised, so two colors do.
   std::vector<int> flushing;
   flushing.reserve(impl_->pwqs.size());
   for (auto& q : impl_->pwqs) {
-    std::lock_guard domain_guard(q->domain->lock);
+    detail::lock_guard domain_guard(q->domain->lock);
     flushing.push_back(q->color);
     q->color ^= 1;
   }

@@ -32,6 +32,8 @@
 // A per-CPU queue's domain shares its pool's lock, so there is only one lock to take.
 // No lock of this module is held while calling out: user functions, the log sink, other
 // modules (RCU, the watchdog's registration) are called with every runtime lock released.
+// Where clang can express an L(x), the field carries QUIESCE_GUARDED_BY and the function
+// that needs it QUIESCE_REQUIRES (checked by the clang preset, -Wthread-safety).
 #pragma once
 
 #include <sys/types.h>
@@ -39,12 +41,14 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "../base/thread_annotations.hpp"
 #include "quiesce/cpu_set.hpp"
 #include "quiesce/histogram.hpp"
 #include "quiesce/list.hpp"
@@ -113,17 +117,19 @@ inline constexpr int wq_max_active = 2048;   // WQ_MAX_ACTIVE
 inline constexpr int wq_dfl_min_active = 8;  // WQ_DFL_MIN_ACTIVE
 inline constexpr int max_workers_per_pool = 1024;
 
-// now + delta, saturated at the largest representable deadline (callers treat that as
-// "never").
-inline constexpr std::uint64_t never_ns = ~std::uint64_t{0};
+// now + delta, saturated at the largest deadline a clock's time_point can hold (callers
+// treat that as "never").
+inline constexpr std::uint64_t never_ns = std::numeric_limits<std::int64_t>::max();
 inline std::uint64_t deadline_after(std::uint64_t now, std::uint64_t delta) noexcept {
   return delta >= never_ns - now ? never_ns : now + delta;
 }
 
 // Runs `fn` with `lk` released, and takes `lk` again afterwards (also if fn throws). The one
 // unlock/call/relock sequence of the module.
+// (The analysis cannot follow the release and re-acquisition; to the caller the lock stays
+// held, as it is on return.)
 template <typename Lock, typename Fn>
-decltype(auto) unlocked(Lock& lk, Fn&& fn) {
+decltype(auto) unlocked(Lock& lk, Fn&& fn) QUIESCE_NO_THREAD_SAFETY_ANALYSIS {
   struct relock {
     Lock& lk;
     ~relock() { lk.lock(); }
@@ -165,15 +171,17 @@ using work_list = intrusive_list<work, wq_access::node>;
 // (one lock round trip per queueing and per execution); an unbound queue's domain spans
 // the pools of a NUMA node and has its own lock.
 struct active_domain {
-  explicit active_domain(int max, std::mutex* pool_lock = nullptr)
+  explicit active_domain(int max, mutex* pool_lock = nullptr)
       : max_active(max), lock(pool_lock ? *pool_lock : own_lock), shares_pool_lock(pool_lock) {}
   const int max_active;  // I
-  std::mutex own_lock;
-  std::mutex& lock;             // I: own_lock, or the lock of the one pool it serves
+  mutex own_lock;
+  mutex& lock;                  // I: own_lock, or the lock of the one pool it serves
   const bool shares_pool_lock;  // I
-  int nr_active = 0;            // L(domain): items counted active (on a worklist or running)
-  int peak_active = 0;          // L(domain): the most nr_active has been
-  work_list inactive;           // L(domain): items waiting for nr_active < max_active, FIFO
+  int nr_active QUIESCE_GUARDED_BY(lock) =
+      0;  // L(domain): items counted active (on a worklist or running)
+  int peak_active QUIESCE_GUARDED_BY(lock) = 0;  // L(domain): the most nr_active has been
+  work_list inactive
+      QUIESCE_GUARDED_BY(lock);  // L(domain): items waiting for nr_active < max_active, FIFO
 };
 
 struct pool;
@@ -181,61 +189,69 @@ struct wq_impl;
 
 // One workqueue's presence in one pool.
 struct pwq {
-  pwq(wq_impl* wq_, pool* pool_, active_domain* domain_) : wq(wq_), pool(pool_), domain(domain_) {}
+  pwq(wq_impl* wq_, pool* pool_, mutex& lock, active_domain* domain_)
+      : wq(wq_), pool(pool_), pool_lock(lock), domain(domain_) {}
   wq_impl* const wq;            // I
   struct pool* const pool;      // I
+  mutex& pool_lock;             // I: pool->lock (named so the analysis can use it)
   active_domain* const domain;  // I
   // L(domain): the flush color given to new items. Queueing reads it and counts the item in
   // in_flight[color] under the domain lock; flush() flips it under the same lock, so every
   // item queued before the flip is counted in the color the flusher waits for.
-  int color = 0;
+  int color QUIESCE_GUARDED_BY(domain->lock) = 0;
   // A (seq_cst): items queued and not finished, by flush color. Raised under L(domain);
   // lowered when an instance ends; read by flushers without a lock.
   std::atomic<std::int64_t> in_flight[2] = {};
   // L(pool):
-  histogram queue_to_start_ns;
-  histogram run_ns;
-  std::uint64_t executed = 0;
-  std::uint64_t exceptions = 0;
-  std::uint64_t dropped = 0;  // instances dropped at exit (not run)
-  std::uint64_t hogs = 0;
+  histogram queue_to_start_ns QUIESCE_GUARDED_BY(pool_lock);
+  histogram run_ns QUIESCE_GUARDED_BY(pool_lock);
+  std::uint64_t executed QUIESCE_GUARDED_BY(pool_lock) = 0;
+  std::uint64_t exceptions QUIESCE_GUARDED_BY(pool_lock) = 0;
+  std::uint64_t dropped QUIESCE_GUARDED_BY(pool_lock) = 0;  // instances dropped at exit (not run)
+  std::uint64_t hogs QUIESCE_GUARDED_BY(pool_lock) = 0;
 };
 
 struct worker {
-  worker(struct pool* p, int id_, std::string name_) : pool(p), id(id_), name(std::move(name_)) {}
+  worker(struct pool* p, mutex& lock, int id_, std::string name_)
+      : pool(p), pool_lock(lock), id(id_), name(std::move(name_)) {}
   struct pool* const pool;       // I
+  mutex& pool_lock;              // I: pool->lock (named so the analysis can use it)
   const int id;                  // I
   const std::string name;        // I
   std::thread thread;            // L(pool): started under the pool lock; never joined
   std::condition_variable wake;  // waited on with pool->lock held
 
   // L(pool):
-  list_node idle_node;         // linked in pool->idle while sleeping idle
-  bool idle = false;           // on the idle list, not yet woken
-  bool busy = false;           // processing items (left idle, not yet back)
-  bool counted = false;        // included in pool->nr_running
-  int block_depth = 0;         // voluntary blocks (may_block, quiesce's waits) entered now
-  bool cpu_intensive = false;  // current item marked (by its queue's flag or the watchdog)
-  bool found_asleep = false;   // the watchdog saw it sleeping while counted
-  bool waking = false;         // counted in pool->nr_waking
-  work* current = nullptr;     // the item executing
-  struct pwq* current_pwq = nullptr;
-  std::uint64_t current_start_ns = 0;
-  std::uint64_t current_seq = 0;  // executions started by this worker
-  work_list scheduled;            // items handed to this worker (non-reentrancy)
-  std::uint64_t idle_since_ns = 0;
-  pid_t tid = 0;
-  clockid_t cpu_clock = 0;
-  int stat_fd = -1;  // /proc/self/task/TID/stat, for the sleep check
-  std::unique_ptr<schedstat_reader> sched;
+  list_node idle_node QUIESCE_GUARDED_BY(pool_lock);   // linked in pool->idle while sleeping idle
+  bool idle QUIESCE_GUARDED_BY(pool_lock) = false;     // on the idle list, not yet woken
+  bool busy QUIESCE_GUARDED_BY(pool_lock) = false;     // processing items (left idle, not yet back)
+  bool counted QUIESCE_GUARDED_BY(pool_lock) = false;  // included in pool->nr_running
+  int block_depth QUIESCE_GUARDED_BY(pool_lock) =
+      0;  // voluntary blocks (may_block, quiesce's waits) entered now
+  bool cpu_intensive QUIESCE_GUARDED_BY(pool_lock) =
+      false;  // current item marked (by its queue's flag or the watchdog)
+  bool found_asleep QUIESCE_GUARDED_BY(pool_lock) =
+      false;                                          // the watchdog saw it sleeping while counted
+  bool waking QUIESCE_GUARDED_BY(pool_lock) = false;  // counted in pool->nr_waking
+  work* current QUIESCE_GUARDED_BY(pool_lock) = nullptr;  // the item executing
+  struct pwq* current_pwq QUIESCE_GUARDED_BY(pool_lock) = nullptr;
+  std::uint64_t current_start_ns QUIESCE_GUARDED_BY(pool_lock) = 0;
+  std::uint64_t current_seq QUIESCE_GUARDED_BY(pool_lock) = 0;  // executions started by this worker
+  work_list scheduled
+      QUIESCE_GUARDED_BY(pool_lock);  // items handed to this worker (non-reentrancy)
+  std::uint64_t idle_since_ns QUIESCE_GUARDED_BY(pool_lock) = 0;
+  pid_t tid QUIESCE_GUARDED_BY(pool_lock) = 0;
+  clockid_t cpu_clock QUIESCE_GUARDED_BY(pool_lock) = 0;
+  int stat_fd QUIESCE_GUARDED_BY(pool_lock) = -1;  // /proc/self/task/TID/stat, for the sleep check
+  std::unique_ptr<schedstat_reader> sched QUIESCE_GUARDED_BY(pool_lock);
 
   // W: true while the worker runs a user function (outside the pool lock), so that a
   // voluntary block knows it blocks an item and not the worker's own idle sleep.
   bool in_function = false;
 
   // D (under L(pool)): the watchdog's CPU-hog bookkeeping.
-  std::uint64_t wd_seen_seq = 0;
-  std::uint64_t wd_cpu_baseline = 0;
+  std::uint64_t wd_seen_seq QUIESCE_GUARDED_BY(pool_lock) = 0;
+  std::uint64_t wd_cpu_baseline QUIESCE_GUARDED_BY(pool_lock) = 0;
 };
 
 using idle_list = intrusive_list<worker, &worker::idle_node>;
@@ -257,41 +273,49 @@ struct pool {
   // items never starve the pool.
   int max_running() const noexcept { return bound() ? 1 : static_cast<int>(cpus.size()); }
   unsigned flags() const noexcept { return bound() ? 0 : pool_disassociated; }
-
-  std::mutex lock;
-  work_list worklist;                            // L(pool): active items waiting for a worker
-  std::vector<std::unique_ptr<worker>> workers;  // L(pool): every live worker
-  std::vector<std::unique_ptr<worker>> dying;    // L(pool): culled workers, to be joined
-  idle_list idle;                                // L(pool): sleeping idle workers, LIFO
-  int nr_workers = 0;                            // L(pool)
-  int nr_idle = 0;                               // L(pool)
-  int nr_running = 0;                            // L(pool): busy workers that count (above)
-  int nr_waking = 0;                             // L(pool): kicked or created, not yet looking
-  int next_worker_id = 0;                        // L(pool)
+  mutex lock;
+  work_list worklist QUIESCE_GUARDED_BY(lock);  // L(pool): active items waiting for a worker
+  std::vector<std::unique_ptr<worker>> workers
+      QUIESCE_GUARDED_BY(lock);  // L(pool): every live worker
+  std::vector<std::unique_ptr<worker>> dying
+      QUIESCE_GUARDED_BY(lock);                     // L(pool): culled workers, to be joined
+  idle_list idle QUIESCE_GUARDED_BY(lock);          // L(pool): sleeping idle workers, LIFO
+  int nr_workers QUIESCE_GUARDED_BY(lock) = 0;      // L(pool)
+  int nr_idle QUIESCE_GUARDED_BY(lock) = 0;         // L(pool)
+  int nr_running QUIESCE_GUARDED_BY(lock) = 0;      // L(pool): busy workers that count (above)
+  int nr_waking QUIESCE_GUARDED_BY(lock) = 0;       // L(pool): kicked or created, not yet looking
+  int next_worker_id QUIESCE_GUARDED_BY(lock) = 0;  // L(pool)
   // L(pool): the process is exiting: workers drop queued items instead of running them.
-  bool exiting = false;
+  bool exiting QUIESCE_GUARDED_BY(lock) = false;
   // L(pool): a worker could not be created; the watchdog reports it (unlocked) once.
-  std::string creation_failure;
-  bool creation_failure_reported = false;     // L(pool)
-  sched_sample exited_sched;                  // L(pool): schedstat of culled workers
+  std::string creation_failure QUIESCE_GUARDED_BY(lock);
+  bool creation_failure_reported QUIESCE_GUARDED_BY(lock) = false;  // L(pool)
+  sched_sample exited_sched QUIESCE_GUARDED_BY(lock);  // L(pool): schedstat of culled workers
   std::atomic<std::uint64_t> watchdog_ts{0};  // A: last progress (item started / list filled)
-  std::uint64_t lockup_reported_ts = 0;       // D: watchdog_ts when a lockup was reported
+  std::uint64_t lockup_reported_ts QUIESCE_GUARDED_BY(lock) =
+      0;  // D: watchdog_ts when a lockup was reported
 
   // The kernel's policy predicates (all L(pool)).
   // Work is waiting and fewer workers than max_running() count as running: wake (or
   // create) a worker. Per-CPU pools: nobody is running (kernel: nr_running == 0). An exiting
   // pool wants a worker for whatever lands on its list, to drop it.
-  bool need_more_worker() const noexcept { return !worklist.empty() && nr_running < max_running(); }
+  bool need_more_worker() const noexcept QUIESCE_REQUIRES(lock) {
+    return !worklist.empty() && nr_running < max_running();
+  }
   // A worker that finished an item takes the next one while running workers do not
   // exceed max_running() (per-CPU pools: while it alone runs, kernel: nr_running <= 1).
-  bool keep_working() const noexcept { return !worklist.empty() && nr_running <= max_running(); }
+  bool keep_working() const noexcept QUIESCE_REQUIRES(lock) {
+    return !worklist.empty() && nr_running <= max_running();
+  }
   // Idle workers beyond two are culled once they are a quarter of the busy ones.
-  bool too_many_workers() const noexcept {
+  bool too_many_workers() const noexcept QUIESCE_REQUIRES(lock) {
     const int nr_busy = nr_workers - nr_idle;
     return nr_idle > 2 && (nr_idle - 2) * 4 >= nr_busy;
   }
   // At exit, items that reach the worklist are dropped, not run.
-  bool drops_work() const noexcept { return exiting && !mutant::exit_runs_queued; }
+  bool drops_work() const noexcept QUIESCE_REQUIRES(lock) {
+    return exiting && !mutant::exit_runs_queued;
+  }
 };
 
 // ---- registry.cpp: the pools, and process exit --------------------------------------------
@@ -307,10 +331,12 @@ void ensure_exit_hook(wq_impl& wq);
 void number_queue(wq_impl& wq) noexcept;
 
 // ---- worker.cpp: workers and concurrency management ---------------------------------------
-void kick_pool_locked(pool& p);       // wake or create a worker if need_more_worker()
-void update_count_locked(worker& w);  // sync w.counted with its state, adjust nr_running
+void kick_pool_locked(pool& p)
+    QUIESCE_REQUIRES(p.lock);  // wake or create a worker if need_more_worker()
+void update_count_locked(worker& w)
+    QUIESCE_REQUIRES(w.pool_lock);  // sync w.counted with its state, adjust nr_running
 // Appends an active item to the worklist; `now` is its activation time.
-void insert_work_locked(pool& p, work& item, std::uint64_t now);
+void insert_work_locked(pool& p, work& item, std::uint64_t now) QUIESCE_REQUIRES(p.lock);
 worker* this_thread_worker() noexcept;  // the calling worker, or nullptr
 std::uint64_t idle_timeout_ns() noexcept;
 
@@ -326,7 +352,7 @@ struct wq_impl {
   std::vector<std::unique_ptr<active_domain>> domains;  // I
   std::vector<std::unique_ptr<pwq>> pwqs;               // I
   std::vector<int> pwq_index_of_cpu;                    // I: cpu number -> pwqs index, -1
-  std::mutex flush_mutex;                               // serialises flush() callers
+  mutex flush_mutex;                                    // serialises flush() callers
   std::atomic<int> draining{0};                         // A: drain() calls in progress
   // A (seq_cst): instances of this queue that exist: armed on the timer, queued (active or
   // inactive), in transit between those, or running. Raised before an instance is created,
@@ -358,7 +384,7 @@ void report_refusal(wq_impl& wq, const work& item);
 // refuses: callers check refuses_new_work() first.
 void queue_work_owned(wq_impl& wq, int cpu, work& item);
 // Takes one active slot of `d` back and activates what the limit now allows.
-void dec_nr_active_locked(active_domain& d);
+void dec_nr_active_locked(active_domain& d) QUIESCE_REQUIRES(d.lock);
 
 // ---- flush.cpp: the end of an instance, and waiting for it --------------------------------
 // An instance of wq ended (ran, was cancelled, dropped or refused): the last touch of wq.
@@ -366,8 +392,8 @@ void end_instance(wq_impl& wq) noexcept;
 // An instance that was counted in q (in_flight[color], and nr_active if active) ended.
 // `pool_lk` holds q.pool->lock on entry and on return (dropped meanwhile if q's domain has
 // its own lock). The last touch of q and of its queue.
-void end_queued_instance_locked(pwq& q, int color, bool active,
-                                std::unique_lock<std::mutex>& pool_lk);
+void end_queued_instance_locked(pwq& q, int color, bool active, unique_lock& pool_lk)
+    QUIESCE_REQUIRES(q.pool_lock);
 // Clears the pending bit of an instance that is not going to run (refused, cancelled,
 // dropped), then wakes waiters.
 void release_pending(work& item) noexcept;

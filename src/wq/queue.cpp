@@ -45,23 +45,26 @@ void trace_queue(work& item, const wq_impl& wq) {
 }
 
 // Activates `item` on its pwq's pool (d.lock held; the pool lock taken unless shared).
-void activate_locked(active_domain& d, work& item, std::uint64_t now) {
+void activate_locked(active_domain& d, work& item, std::uint64_t now) QUIESCE_REQUIRES(d.lock) {
   ++d.nr_active;
   d.peak_active = std::max(d.peak_active, d.nr_active);
   A::active(item) = true;
   trace_activate(item);  // the kernel traces immediate activation too
   pool& p = *A::pwq_of(item)->pool;
   if (d.shares_pool_lock) {
+    p.lock.assert_held();  // d.lock is p.lock
     insert_work_locked(p, item, now);
   } else {
-    std::lock_guard pool_guard(p.lock);
+    detail::lock_guard pool_guard(p.lock);
     insert_work_locked(p, item, now);
   }
 }
 
 }  // namespace
 
-bool is_chained(const wq_impl& wq) noexcept {
+// Reads the calling worker's own current_pwq: only that worker writes it, so it needs no
+// lock here (others read it under the pool lock).
+bool is_chained(const wq_impl& wq) noexcept QUIESCE_NO_THREAD_SAFETY_ANALYSIS {
   const worker* me = this_thread_worker();
   return me && me->current_pwq && me->current_pwq->wq == &wq;
 }
@@ -88,10 +91,13 @@ void queue_work_owned(wq_impl& wq, int cpu, work& item) {
   // (kernel: __queue_work's last_pool check), so it cannot run on two workers at once.
   if (pool* last = A::last_pool(item).load(std::memory_order_acquire);
       last && last != q->pool && !mutant::no_cross_pool_reentrancy) {
-    std::lock_guard guard(last->lock);
+    detail::lock_guard guard(last->lock);
     const worker* running = A::current_worker(item);
-    if (running && running->current == &item) {
-      if (pwq* there = wq.pwq_in_pool(last)) q = there;
+    if (running) {
+      running->pool_lock.assert_held();  // a worker of `last`
+      if (running->current == &item) {
+        if (pwq* there = wq.pwq_in_pool(last)) q = there;
+      }
     }
   }
   A::pwq_of(item) = q;
@@ -99,7 +105,8 @@ void queue_work_owned(wq_impl& wq, int cpu, work& item) {
   wq.queued.fetch_add(1, std::memory_order_relaxed);
   trace_queue(item, wq);
   active_domain& d = *q->domain;
-  std::lock_guard domain_guard(d.lock);  // for a per-CPU queue, this is the pool lock
+  detail::lock_guard domain_guard(d.lock);  // for a per-CPU queue, this is the pool lock
+  q->domain->lock.assert_held();            // (d is q's domain)
   // The flush color and its in-flight count, under the lock that flush() flips it under.
   const int color = q->color;
   q->in_flight[color].fetch_add(1, std::memory_order_seq_cst);

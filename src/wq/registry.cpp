@@ -16,6 +16,7 @@
 #include <stdexcept>
 
 #include "../base/never_destroyed.hpp"
+#include "../base/thread_annotations.hpp"
 #include "internal.hpp"
 #include "quiesce/topology.hpp"
 
@@ -51,11 +52,14 @@ class registry {
   }
 
   pool& unbound(const cpu_set& cpus, int node, bool highpri) {
-    std::lock_guard guard(unbound_lock_);
+    detail::lock_guard guard(unbound_lock_);
     auto& slot = unbound_[{cpus.to_string(), highpri}];
     if (!slot) {
       slot = std::make_unique<pool>(next_pool_id_++, cpus, -1, node, highpri ? -20 : 0);
-      if (exiting_.load(std::memory_order_seq_cst)) slot->exiting = true;
+      if (exiting_.load(std::memory_order_seq_cst)) {
+        lock_guard pool_guard(slot->lock);
+        slot->exiting = true;
+      }
     }
     return *slot;
   }
@@ -66,7 +70,7 @@ class registry {
       for (auto& [cpu, p] : m)
         out.push_back(p.get());
     }
-    std::lock_guard guard(unbound_lock_);
+    detail::lock_guard guard(unbound_lock_);
     for (auto& [key, p] : unbound_)
       out.push_back(p.get());
     return out;
@@ -79,11 +83,11 @@ class registry {
     if (exiting_.exchange(true, std::memory_order_seq_cst)) return;
     std::vector<pool*> pools;
     {
-      std::lock_guard guard(unbound_lock_);  // a pool created from now on starts exiting
+      detail::lock_guard guard(unbound_lock_);  // a pool created from now on starts exiting
       pools = all_locked();
     }
     for (pool* p : pools) {
-      std::lock_guard guard(p->lock);
+      detail::lock_guard guard(p->lock);
       p->exiting = true;
       kick_pool_locked(*p);  // a worker drops what is on the list
     }
@@ -96,7 +100,7 @@ class registry {
   // construction completed before it.
   void ensure_exit_hook(wq_impl& wq) {
     if (wq.serial <= covered_.load(std::memory_order_acquire)) return;
-    std::lock_guard guard(hook_lock_);
+    detail::lock_guard guard(hook_lock_);
     if (wq.serial <= covered_.load(std::memory_order_relaxed)) return;
     const std::uint64_t completed = g_completed_serial.load(std::memory_order_acquire);
     if (std::atexit(+[] { the_registry().begin_exit(); }) != 0) {
@@ -113,7 +117,7 @@ class registry {
   }
 
  private:
-  std::vector<pool*> all_locked() {
+  std::vector<pool*> all_locked() QUIESCE_REQUIRES(unbound_lock_) {
     std::vector<pool*> out;
     for (auto& m : bound_) {
       for (auto& [cpu, p] : m)
@@ -126,11 +130,12 @@ class registry {
 
   const cpu_topology& topo_;
   std::map<int, std::unique_ptr<pool>> bound_[2];  // I after construction: [highpri][cpu]
-  std::mutex unbound_lock_;
-  std::map<std::pair<std::string, bool>, std::unique_ptr<pool>> unbound_;  // L(unbound_lock_)
-  int next_pool_id_ = 0;                                                   // L(unbound_lock_)
+  detail::mutex unbound_lock_;
+  std::map<std::pair<std::string, bool>, std::unique_ptr<pool>> unbound_
+      QUIESCE_GUARDED_BY(unbound_lock_);                    // L(unbound_lock_)
+  int next_pool_id_ QUIESCE_GUARDED_BY(unbound_lock_) = 0;  // L(unbound_lock_)
   std::atomic<bool> exiting_{false};       // A (seq_cst): set once by the exit hook
-  std::mutex hook_lock_;                   // serialises exit hook registrations
+  detail::mutex hook_lock_;                // serialises exit hook registrations
   std::atomic<std::uint64_t> covered_{0};  // A: queues up to this serial precede the hook
   watchdog_registration watchdog_;         // I
 };
@@ -166,7 +171,7 @@ namespace quiesce {
 std::vector<pool_info> worker_pools() {
   std::vector<pool_info> out;
   for (detail::pool* p : detail::all_pools()) {
-    std::lock_guard guard(p->lock);
+    detail::lock_guard guard(p->lock);
     pool_info info;
     info.id = p->id;
     info.cpus = p->cpus.to_string();

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "../base/never_destroyed.hpp"
+#include "../base/thread_annotations.hpp"
 #include "completion.hpp"
 #include "internal.hpp"
 #include "quiesce/clock.hpp"
@@ -19,7 +20,7 @@ namespace {
 class timer {
  public:
   void arm(work& item, wq_impl& wq, int cpu, std::uint64_t deadline) {
-    std::lock_guard guard(lock_);
+    detail::lock_guard guard(lock_);
     if (!thread_.joinable()) thread_ = named_thread("quiesce-timer", [this] { run(); });
     wq_access::timer_seq(item) = ++last_seq_;
     wq_access::timer_deadline(item) = deadline;
@@ -30,7 +31,7 @@ class timer {
   }
 
   bool cancel(work& item, wq_impl** wq, int* cpu) {
-    std::lock_guard guard(lock_);
+    detail::lock_guard guard(lock_);
     if (wq_access::timer_seq(item) == 0) return false;
     armed_.erase(key_of(item));
     wq_access::timer_seq(item) = 0;
@@ -43,7 +44,7 @@ class timer {
   void drop_all() {
     std::vector<std::pair<work*, wq_impl*>> dropped;
     {
-      std::lock_guard guard(lock_);
+      detail::lock_guard guard(lock_);
       for (auto& [key, item] : armed_) {
         wq_access::timer_seq(*item) = 0;
         dropped.emplace_back(item, wq_access::timer_wq(*item));
@@ -64,22 +65,22 @@ class timer {
   }
 
   void run() {
-    std::unique_lock guard(lock_);
+    detail::unique_lock guard(lock_);
     for (;;) {
       if (armed_.empty()) {
-        cv_.wait(guard);
+        cv_.wait(guard.native());
         continue;
       }
       const auto first = armed_.begin();
       const std::uint64_t deadline = first->first.first;
       if (deadline == never_ns) {  // nothing will ever be due: sleep until something is armed
-        cv_.wait(guard);
+        cv_.wait(guard.native());
         continue;
       }
       if (deadline > now_ns()) {
         const std::chrono::steady_clock::time_point until{
             std::chrono::nanoseconds(static_cast<std::int64_t>(deadline))};
-        cv_.wait_until(guard, until);
+        cv_.wait_until(guard.native(), until);
         continue;  // re-check: spurious wake, an earlier item, or due now
       }
       work& item = *first->second;
@@ -93,11 +94,11 @@ class timer {
     }
   }
 
-  std::mutex lock_;
+  detail::mutex lock_;
   std::condition_variable cv_;
-  std::map<key, work*> armed_;  // L(timer): ordered by deadline
-  std::uint64_t last_seq_ = 0;  // L(timer)
-  named_thread thread_;         // L(timer): started on first arm, never joined
+  std::map<key, work*> armed_ QUIESCE_GUARDED_BY(lock_);  // L(timer): ordered by deadline
+  std::uint64_t last_seq_ QUIESCE_GUARDED_BY(lock_) = 0;  // L(timer)
+  named_thread thread_ QUIESCE_GUARDED_BY(lock_);  // L(timer): started on first arm, never joined
 };
 
 timer& the_timer() {

@@ -34,13 +34,13 @@ std::string worker_name(const pool& p, int id) {
 void worker_main(worker* w);
 
 // A worker could not be created: remembered for the watchdog to report, unlocked (L).
-void note_creation_failure_locked(pool& p, std::string what) {
+void note_creation_failure_locked(pool& p, std::string what) QUIESCE_REQUIRES(p.lock) {
   if (p.creation_failure.empty() && !p.creation_failure_reported)
     p.creation_failure = std::move(what);
 }
 
 // Starts a new worker in `p` (L). It begins not busy and not idle: it will look for work.
-bool create_worker_locked(pool& p) {
+bool create_worker_locked(pool& p) QUIESCE_REQUIRES(p.lock) {
   if (p.nr_workers >= max_workers_per_pool) {
     note_creation_failure_locked(
         p, fmt::format("workqueue: pool {} (cpus={}) reached {} workers; not creating more", p.id,
@@ -50,12 +50,14 @@ bool create_worker_locked(pool& p) {
   // Free the workers that were culled (their threads detached themselves and no longer
   // touch their worker object once they have released the lock).
   for (auto& d : p.dying) {
+    d->pool_lock.assert_held();
     if (d->stat_fd >= 0) ::close(d->stat_fd);
   }
   p.dying.clear();
   const int id = p.next_worker_id++;
-  auto w = std::make_unique<worker>(&p, id, worker_name(p, id));
+  auto w = std::make_unique<worker>(&p, p.lock, id, worker_name(p, id));
   worker* raw = w.get();
+  raw->pool_lock.assert_held();
   try {
     raw->thread = std::thread(worker_main, raw);
   } catch (const std::system_error& e) {
@@ -71,14 +73,16 @@ bool create_worker_locked(pool& p) {
 }
 
 // Takes `w` off the idle list (L).
-void leave_idle_locked(pool& p, worker& w) {
+void leave_idle_locked(pool& p, worker& w) QUIESCE_REQUIRES(p.lock) {
+  w.pool_lock.assert_held();
   if (!w.idle) return;
   p.idle.erase(&w);
   w.idle = false;
   --p.nr_idle;
 }
 
-void enter_idle_locked(pool& p, worker& w) {
+void enter_idle_locked(pool& p, worker& w) QUIESCE_REQUIRES(p.lock) {
+  w.pool_lock.assert_held();
   w.idle = true;
   w.idle_since_ns = now_ns();
   p.idle.push_front(&w);  // LIFO: the most recently active worker is woken first
@@ -87,7 +91,7 @@ void enter_idle_locked(pool& p, worker& w) {
 
 // Whether `w` should count in nr_running: a busy worker that is not inside a voluntary
 // block and not found asleep, and (per-CPU pools) not CPU-intensive.
-bool counts_as_running(const worker& w) {
+bool counts_as_running(const worker& w) QUIESCE_REQUIRES(w.pool_lock) {
   if (w.pool->bound() && w.cpu_intensive) return false;
   return w.busy && w.block_depth == 0 && !w.found_asleep;
 }
@@ -96,7 +100,7 @@ bool counts_as_running(const worker& w) {
 void worker_block_enter(void* ctx) noexcept {
   worker& w = *static_cast<worker*>(ctx);
   if (!w.in_function) return;
-  std::lock_guard guard(w.pool->lock);
+  lock_guard guard(w.pool_lock);
   ++w.block_depth;
   update_count_locked(w);
 }
@@ -104,7 +108,7 @@ void worker_block_enter(void* ctx) noexcept {
 void worker_block_leave(void* ctx) noexcept {
   worker& w = *static_cast<worker*>(ctx);
   if (!w.in_function) return;
-  std::lock_guard guard(w.pool->lock);
+  lock_guard guard(w.pool_lock);
   if (w.block_depth > 0) --w.block_depth;
   update_count_locked(w);
 }
@@ -124,7 +128,7 @@ void setup_worker_thread(worker& w) {
   pthread_getcpuclockid(pthread_self(), &clock);
   const int fd = ::open(fmt::format("/proc/self/task/{}/stat", tid).c_str(), O_RDONLY | O_CLOEXEC);
   auto sched = std::make_unique<schedstat_reader>(tid);
-  std::lock_guard guard(p.lock);
+  lock_guard guard(w.pool_lock);
   w.tid = tid;
   w.cpu_clock = clock;
   w.stat_fd = fd;
@@ -173,13 +177,15 @@ bool run_function(worker& w, work& item, pwq& q) {
 
 // Runs one item (kernel: process_one_work), or at exit drops it. Called and returns with the
 // pool lock held.
-void process_one_work(pool& p, worker& w, work& item, std::unique_lock<std::mutex>& lk) {
+void process_one_work(pool& p, worker& w, work& item, unique_lock& lk) QUIESCE_REQUIRES(p.lock) {
+  w.pool_lock.assert_held();
   using A = wq_access;
   // Take the item off whichever list holds it (the worklist or our scheduled list).
   static_cast<work_list*>(A::on_list(item))->erase(&item);
   A::on_list(item) = nullptr;
   A::queued_pool(item).store(nullptr, std::memory_order_release);
   pwq& q = *A::pwq_of(item);
+  q.pool_lock.assert_held();  // an item is listed only in its pwq's pool
   const int color = A::color(item);
   const bool active = A::active(item);
 
@@ -240,20 +246,20 @@ void process_one_work(pool& p, worker& w, work& item, std::unique_lock<std::mute
 
 // An idle worker sleeps until kicked, or until its idle timeout (re-read when it changes)
 // passes. Returns false if the worker culled itself (it must return at once).
-bool sleep_idle(pool& p, worker& w, std::unique_lock<std::mutex>& lk) {
+bool sleep_idle(pool& p, worker& w, unique_lock& lk) QUIESCE_REQUIRES(p.lock) {
+  w.pool_lock.assert_held();
   enter_idle_locked(p, w);
   for (;;) {
     const std::uint64_t gen = g_idle_timeout_gen.load(std::memory_order_acquire);
     const std::uint64_t deadline = deadline_after(w.idle_since_ns, idle_timeout_ns());
-    auto woken = [&] {
-      return !w.idle || g_idle_timeout_gen.load(std::memory_order_acquire) != gen;
-    };
-    if (deadline == never_ns) {
-      w.wake.wait(lk, woken);
-    } else {
-      const std::chrono::steady_clock::time_point until{
-          std::chrono::nanoseconds(static_cast<std::int64_t>(deadline))};
-      w.wake.wait_until(lk, until, woken);
+    const std::chrono::steady_clock::time_point until{
+        std::chrono::nanoseconds(static_cast<std::int64_t>(deadline))};
+    while (w.idle && g_idle_timeout_gen.load(std::memory_order_acquire) == gen) {
+      if (deadline == never_ns) {
+        w.wake.wait(lk.native());
+      } else if (w.wake.wait_until(lk.native(), until) == std::cv_status::timeout) {
+        break;
+      }
     }
     if (!w.idle) return true;                                                 // kicked
     if (g_idle_timeout_gen.load(std::memory_order_acquire) != gen) continue;  // new timeout
@@ -289,7 +295,8 @@ void worker_main(worker* self) {
   worker& w = *self;
   pool& p = *w.pool;
   setup_worker_thread(w);
-  std::unique_lock lk(p.lock);
+  unique_lock lk(p.lock);
+  w.pool_lock.assert_held();
   for (;;) {
     if (w.waking) {  // we were kicked (or just created): the wake-up has arrived
       w.waking = false;
@@ -315,6 +322,7 @@ void worker_main(worker* self) {
       // worker, which runs it after its current execution (kernel: assign_work).
       worker* running = wq_access::current_worker(*item);
       if (running && running != &w) {
+        running->pool_lock.assert_held();  // a worker of this pool
         p.worklist.erase(item);
         running->scheduled.push_back(item);
         wq_access::on_list(*item) = &running->scheduled;
@@ -338,6 +346,7 @@ void update_count_locked(worker& w) {
   const bool should = counts_as_running(w);
   if (should == w.counted) return;
   w.counted = should;
+  w.pool->lock.assert_held();  // w.pool_lock
   w.pool->nr_running += should ? 1 : -1;
   if (!should) kick_pool_locked(*w.pool);
 }
@@ -347,6 +356,7 @@ void update_count_locked(worker& w) {
 void kick_pool_locked(pool& p) {
   if (!p.need_more_worker() || p.nr_waking > 0) return;
   if (worker* w = p.idle.front()) {
+    w->pool_lock.assert_held();
     leave_idle_locked(p, *w);
     w->waking = true;
     ++p.nr_waking;
@@ -389,13 +399,17 @@ void set_worker_idle_timeout(std::chrono::nanoseconds timeout) {
   g_idle_timeout_gen.fetch_add(1, std::memory_order_acq_rel);
   // Idle workers re-evaluate their deadline with the new timeout.
   for (pool* p : all_pools()) {
-    std::lock_guard guard(p->lock);
-    for (worker* w = p->idle.front(); w; w = p->idle.next(w))
+    detail::lock_guard guard(p->lock);
+    for (worker* w = p->idle.front(); w; w = p->idle.next(w)) {
+      w->pool_lock.assert_held();
       w->wake.notify_one();
+    }
   }
 }
 
-work* current_work() noexcept {
+// The calling worker's own current item: only it writes the field (others read it under
+// the pool lock), so it needs no lock here.
+work* current_work() noexcept QUIESCE_NO_THREAD_SAFETY_ANALYSIS {
   return tls_worker ? tls_worker->current : nullptr;
 }
 

@@ -66,7 +66,7 @@ wq_impl::wq_impl(std::string name_, const wq_options& opt_)
     for (int cpu : topo.cpus()) {
       pool& p = bound_pool(cpu, opt.highpri);
       domains.push_back(std::make_unique<active_domain>(max_active, &p.lock));
-      pwqs.push_back(std::make_unique<pwq>(this, &p, domains.back().get()));
+      pwqs.push_back(std::make_unique<pwq>(this, &p, p.lock, domains.back().get()));
       pwq_index_of_cpu[static_cast<std::size_t>(cpu)] = static_cast<int>(pwqs.size()) - 1;
     }
     return;
@@ -105,7 +105,8 @@ wq_impl::wq_impl(std::string name_, const wq_options& opt_)
           std::make_unique<active_domain>(limit, users == 1 ? &group_pool[g]->lock : nullptr));
       domain_at[index] = domains.back().get();
     }
-    pwqs.push_back(std::make_unique<pwq>(this, group_pool[g], domain_at[index]));
+    pwqs.push_back(
+        std::make_unique<pwq>(this, group_pool[g], group_pool[g]->lock, domain_at[index]));
     for (int cpu : groups[g]) {
       pwq_index_of_cpu[static_cast<std::size_t>(cpu)] = static_cast<int>(pwqs.size()) - 1;
     }
@@ -169,7 +170,7 @@ wq_stats workqueue::stats() const {
   s.max_active = impl_->max_active;
   std::set<detail::pool*> pools;
   for (auto& q : impl_->pwqs) {
-    std::lock_guard guard(q->pool->lock);
+    detail::lock_guard guard(q->pool_lock);
     s.queue_to_start_ns.merge(q->queue_to_start_ns);
     s.run_ns.merge(q->run_ns);
     s.executed += q->executed;
@@ -179,15 +180,16 @@ wq_stats workqueue::stats() const {
     pools.insert(q->pool);
   }
   for (auto& d : impl_->domains) {
-    std::lock_guard guard(d->lock);
+    detail::lock_guard guard(d->lock);
     s.peak_active = std::max(s.peak_active, d->peak_active);
   }
   for (detail::pool* p : pools) {
-    std::lock_guard guard(p->lock);
+    detail::lock_guard guard(p->lock);
     s.workers.run_ns += p->exited_sched.run_ns;
     s.workers.run_delay_ns += p->exited_sched.run_delay_ns;
     s.workers.switches += p->exited_sched.switches;
     for (auto& w : p->workers) {
+      w->pool_lock.assert_held();
       if (!w->sched) continue;
       if (auto sample = w->sched->sample()) {
         s.workers.run_ns += sample->run_ns;

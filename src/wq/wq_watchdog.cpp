@@ -64,7 +64,8 @@ void report_hog(const std::string& name, const watchdog_config& c) {
   }
 }
 
-std::string lockup_report_locked(pool& p, std::uint64_t now, std::uint64_t since) {
+std::string lockup_report_locked(pool& p, std::uint64_t now, std::uint64_t since)
+    QUIESCE_REQUIRES(p.lock) {
   std::string msg = fmt::format(
       "BUG: workqueue lockup - pool cpus={} node={} flags=0x{:x} nice={} stuck for {}s!",
       p.cpus.to_string(), p.node, p.flags(), p.nice, (now - since) / 1'000'000'000u);
@@ -72,6 +73,7 @@ std::string lockup_report_locked(pool& p, std::uint64_t now, std::uint64_t since
   msg += fmt::format("\npool {}: cpus={} node={} flags=0x{:x} nice={} workers={} idle={}", p.id,
                      p.cpus.to_string(), p.node, p.flags(), p.nice, p.nr_workers, p.nr_idle);
   for (const auto& w : p.workers) {
+    w->pool_lock.assert_held();
     if (!w->current) continue;
     msg += fmt::format("\n  in-flight: {}:{} [workqueue {}] running for {} ms", w->tid,
                        w->current->name(), w->current_pwq->wq->name,
@@ -86,7 +88,8 @@ std::string lockup_report_locked(pool& p, std::uint64_t now, std::uint64_t since
   return msg;
 }
 
-void check_pool_locked(pool& p, std::uint64_t now, const watchdog_config& c, pool_reports& out) {
+void check_pool_locked(pool& p, std::uint64_t now, const watchdog_config& c, pool_reports& out)
+    QUIESCE_REQUIRES(p.lock) {
   if (!p.creation_failure.empty()) {
     out.lines.emplace_back(log_level::err, std::move(p.creation_failure));
     p.creation_failure.clear();
@@ -107,6 +110,7 @@ void check_pool_locked(pool& p, std::uint64_t now, const watchdog_config& c, poo
   // By index: update_count_locked() may start a worker, growing p.workers as we go.
   for (std::size_t i = 0; i < p.workers.size(); ++i) {
     worker& w = *p.workers[i];
+    w.pool_lock.assert_held();
     if (!w.current) continue;
     // CPU hog: CPU time of this execution since the watchdog first saw it.
     if (hog_ns > 0 && !w.cpu_intensive) {
@@ -114,7 +118,8 @@ void check_pool_locked(pool& p, std::uint64_t now, const watchdog_config& c, poo
         w.wd_seen_seq = w.current_seq;
         w.wd_cpu_baseline = thread_cpu_ns(w.cpu_clock);
       } else if (thread_cpu_ns(w.cpu_clock) - w.wd_cpu_baseline >= hog_ns) {
-        w.cpu_intensive = true;  // stops counting: another worker may start
+        w.cpu_intensive = true;                  // stops counting: another worker may start
+        w.current_pwq->pool_lock.assert_held();  // the pwq of this pool it runs for
         ++w.current_pwq->hogs;
         watchdog_count(&watchdog_counters::wq_cpu_hogs);
         update_count_locked(w);
@@ -145,7 +150,7 @@ void wq_watchdog_check(const std::vector<pool*>& pools, std::uint64_t now,
   for (pool* p : pools) {
     pool_reports found;
     {
-      std::lock_guard guard(p->lock);
+      detail::lock_guard guard(p->lock);
       check_pool_locked(*p, now, c, found);
     }
     for (auto& [level, line] : found.lines)

@@ -103,7 +103,6 @@ TEST(Watchdog, SpinningItemWithHogHandlingOffIsALockup) {
   scoped_watchdog_config cfg({.tick = 1ms, .wq_lockup = 50ms, .wq_cpu_intensive = 0ns});
   log_capture capture;
   workqueue wq("lockup");
-  std::atomic<bool> reported{false};
   std::atomic<bool> victim_ran{false};
   work victim("victim", [&](work&) { victim_ran = true; });
   work spinner("key_garbage_collector", [&](work&) {
