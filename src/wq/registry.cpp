@@ -26,6 +26,8 @@ namespace {
 
 // Queues are numbered as their construction completes (number_queue).
 std::atomic<std::uint64_t> g_completed_serial{0};  // A: acquire/release
+// Set once by the exit hook. Outside the registry, so asking does not create the pools.
+std::atomic<bool> g_exiting{false};  // A: seq_cst
 
 class registry {
  public:
@@ -56,7 +58,7 @@ class registry {
     auto& slot = unbound_[{cpus.to_string(), highpri}];
     if (!slot) {
       slot = std::make_unique<pool>(next_pool_id_++, cpus, -1, node, highpri ? -20 : 0);
-      if (exiting_.load(std::memory_order_seq_cst)) {
+      if (g_exiting.load(std::memory_order_seq_cst)) {
         lock_guard pool_guard(slot->lock);
         slot->exiting = true;
       }
@@ -74,13 +76,9 @@ class registry {
     for (auto& [key, p] : unbound_)
       out.push_back(p.get());
     return out;
-  }
-
-  bool exiting() const noexcept { return exiting_.load(std::memory_order_seq_cst); }
-
-  // The exit hook: refuse new work, drop what is queued and armed. Never blocks on a worker.
+  }  // The exit hook: refuse new work, drop what is queued and armed. Never blocks on a worker.
   void begin_exit() {
-    if (exiting_.exchange(true, std::memory_order_seq_cst)) return;
+    if (g_exiting.exchange(true, std::memory_order_seq_cst)) return;
     std::vector<pool*> pools;
     {
       detail::lock_guard guard(unbound_lock_);  // a pool created from now on starts exiting
@@ -132,9 +130,8 @@ class registry {
   std::map<int, std::unique_ptr<pool>> bound_[2];  // I after construction: [highpri][cpu]
   detail::mutex unbound_lock_;
   std::map<std::pair<std::string, bool>, std::unique_ptr<pool>> unbound_
-      QUIESCE_GUARDED_BY(unbound_lock_);                    // L(unbound_lock_)
-  int next_pool_id_ QUIESCE_GUARDED_BY(unbound_lock_) = 0;  // L(unbound_lock_)
-  std::atomic<bool> exiting_{false};       // A (seq_cst): set once by the exit hook
+      QUIESCE_GUARDED_BY(unbound_lock_);
+  int next_pool_id_ QUIESCE_GUARDED_BY(unbound_lock_) = 0;
   detail::mutex hook_lock_;                // serialises exit hook registrations
   std::atomic<std::uint64_t> covered_{0};  // A: queues up to this serial precede the hook
   watchdog_registration watchdog_;         // I
@@ -156,7 +153,7 @@ std::vector<pool*> all_pools() {
   return registry::the_registry().all();
 }
 bool process_exiting() noexcept {
-  return registry::the_registry().exiting();
+  return g_exiting.load(std::memory_order_seq_cst);
 }
 void ensure_exit_hook(wq_impl& wq) {
   if (wq.exit_hook_checked.load(std::memory_order_relaxed)) return;
