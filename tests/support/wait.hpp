@@ -6,6 +6,8 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <mutex>
 #include <string>
@@ -63,6 +65,36 @@ inline char thread_state(pid_t tid) {
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   const auto paren = text.rfind(')');
   return paren == std::string::npos || paren + 2 >= text.size() ? '?' : text[paren + 2];
+}
+
+// Runs `fn` on a thread of its own and waits for it to return. If it has not returned by
+// the deadline, the code under test is deadlocked: prints "FAILED: <what> did not return
+// within N s (deadlock)" to stderr and aborts the process (CTest reports the test as
+// failed), so a deadlock never hangs the suite.
+template <typename F>
+void finishes_or_abort(F fn, std::chrono::nanoseconds deadline, const char* what) {
+  std::mutex lock;
+  std::condition_variable cv;
+  bool done = false;
+  std::thread runner([&] {
+    fn();
+    {
+      std::lock_guard guard(lock);
+      done = true;
+    }
+    cv.notify_all();
+  });
+  {
+    std::unique_lock guard(lock);
+    if (!cv.wait_for(guard, deadline, [&] { return done; })) {
+      std::fprintf(stderr, "FAILED: %s did not return within %lld s (deadlock)\n", what,
+                   static_cast<long long>(
+                       std::chrono::duration_cast<std::chrono::seconds>(deadline).count()));
+      std::fflush(stderr);
+      std::abort();
+    }
+  }
+  runner.join();
 }
 
 }  // namespace quiesce::test

@@ -1,0 +1,201 @@
+// wq_exit_child SCENARIO: sets up work that is still queued, running, re-queueing itself or
+// armed on the timer, then returns from main(). The process must exit with status 0, soon,
+// and cleanly (no sanitizer or valgrind error): at exit queueing is refused, queued and
+// armed items are dropped, running items finish, and nothing waits for user code.
+// Status 2: the scenario could not be set up; 3: unknown scenario.
+#include <sched.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <thread>
+
+#include "quiesce/clock.hpp"
+#include "quiesce/workqueue.hpp"
+
+namespace {
+
+using namespace std::chrono_literals;
+using quiesce::delayed_work;
+using quiesce::work;
+using quiesce::workqueue;
+
+// A namespace-scope static queue, destroyed by the exit sequence (its constructor creates
+// the runtime, so the runtime outlives it).
+workqueue g_static_wq("exit-static");
+
+std::atomic<bool> main_returning{false};  // set just before main() returns
+
+// Items and queues are leaked on purpose (a pending item must never be destroyed, and at
+// exit they may still be queued). Kept reachable from a global so that LeakSanitizer does
+// not report them once the runtime has dropped them.
+void* g_kept[256];
+std::atomic<int> g_nr_kept{0};
+template <typename T>
+T* keep(T* p) {
+  g_kept[g_nr_kept.fetch_add(1) % 256] = p;
+  return p;
+}
+
+// Polls (yielding) until pred() holds; false after 30 s. The child is allowed to poll.
+template <typename Pred>
+bool wait_until(Pred pred) {
+  const std::uint64_t end = quiesce::now_ns() + 30'000'000'000u;
+  while (!pred()) {
+    if (quiesce::now_ns() > end) return false;
+    std::this_thread::yield();
+  }
+  return true;
+}
+
+work& forever_item(workqueue& wq, std::atomic<int>& runs) {
+  return *keep(new work("resumable", [&wq, &runs](work& self) {
+    ++runs;
+    wq.queue(self);  // the resumable-work pattern: run again, for ever
+  }));
+}
+
+// Items that re-queue themselves for ever on `wq`; returns once they have run a while.
+int requeue_forever(workqueue& wq) {
+  static std::atomic<int> runs{0};
+  for (int i = 0; i < 4; ++i) {
+    if (!wq.queue(forever_item(wq, runs))) return 2;
+  }
+  return wait_until([] { return runs.load() >= 1000; }) ? 0 : 2;
+}
+
+int scenario_requeue_system_wq() {
+  return requeue_forever(quiesce::system_wq());
+}
+int scenario_requeue_system_unbound_wq() {
+  return requeue_forever(quiesce::system_unbound_wq());
+}
+int scenario_requeue_heap_wq() {
+  return requeue_forever(*keep(new workqueue("exit-heap")));  // never deleted
+}
+int scenario_requeue_static_wq() {
+  return requeue_forever(g_static_wq);
+}
+
+// A running item on system_wq waits until main() is returning, then queues another item on
+// its own CPU and flushes it.
+int scenario_flush_at_exit() {
+  static std::atomic<bool> started{false};
+  auto* other = keep(new work("other", [](work&) {}));
+  auto* flusher = keep(new work("flusher", [other](work&) {
+    started = true;
+    while (!main_returning.load())
+      std::this_thread::yield();
+    const int cpu = sched_getcpu();
+    quiesce::system_wq().queue_on(cpu >= 0 ? cpu : 0, *other);
+    other->flush();
+  }));
+  if (!quiesce::system_wq().queue(*flusher)) return 2;
+  return wait_until([] { return started.load(); }) ? 0 : 2;
+}
+
+// Delayed items armed from 1 ms to 1 h on the system queues.
+int scenario_delayed_system() {
+  int i = 0;
+  for (auto delay : {1ms, 5ms, 50ms, 1000ms, 3'600'000ms}) {
+    for (workqueue* wq : {&quiesce::system_wq(), &quiesce::system_unbound_wq(),
+                          &quiesce::system_highpri_wq(), &quiesce::system_long_wq()}) {
+      auto* d = keep(new delayed_work("armed_" + std::to_string(i++), [](work&) {}));
+      if (!wq->queue_delayed(*d, delay)) return 2;
+    }
+  }
+  return 0;
+}
+
+// Delayed items armed from 1 ms to 1 h on a leaked heap queue and on the static queue.
+int scenario_delayed_own() {
+  auto* heap = keep(new workqueue("exit-heap-delayed"));
+  int i = 0;
+  for (auto delay : {1ms, 5ms, 50ms, 1000ms, 3'600'000ms}) {
+    for (workqueue* wq : {heap, &g_static_wq}) {
+      auto* d = keep(new delayed_work("own_armed_" + std::to_string(i++), [](work&) {}));
+      if (!wq->queue_delayed(*d, delay)) return 2;
+    }
+  }
+  return 0;
+}
+
+// Items re-arming themselves with mod_delayed, on system_wq and on the static queue.
+int scenario_rearm_mod_delayed() {
+  static std::atomic<int> runs{0};
+  for (workqueue* wq : {&quiesce::system_wq(), &g_static_wq}) {
+    auto* d = keep(new delayed_work("rearming", [wq](work& self) {
+      ++runs;
+      wq->mod_delayed(static_cast<delayed_work&>(self), 1ms);
+    }));
+    if (!wq->queue_delayed(*d, 1ms)) return 2;
+  }
+  return wait_until([] { return runs.load() >= 20; }) ? 0 : 2;
+}
+
+// Items that re-queue themselves and, once main() is returning, throw (the runtime logs
+// each exception through the log sink while the process exits).
+int scenario_throw_at_exit() {
+  static std::atomic<int> runs{0};
+  for (workqueue* wq : {&quiesce::system_wq(), &quiesce::system_unbound_wq(), &g_static_wq}) {
+    auto* w = keep(new work("thrower", [wq](work& self) {
+      ++runs;
+      wq->queue(self);
+      if (main_returning.load()) throw std::runtime_error("thrown at exit");
+    }));
+    if (!wq->queue(*w)) return 2;
+  }
+  return wait_until([] { return runs.load() >= 100; }) ? 0 : 2;
+}
+
+// Items that re-queue themselves and, once main() is returning, arm the timer.
+int scenario_arm_at_exit() {
+  static std::atomic<int> runs{0};
+  for (workqueue* wq : {&quiesce::system_wq(), &quiesce::system_unbound_wq(), &g_static_wq}) {
+    auto* later = keep(new delayed_work("armed_at_exit", [](work&) {}));
+    auto* moved = keep(new delayed_work("moved_at_exit", [](work&) {}));
+    auto* w = keep(new work("armer", [wq, later, moved](work& self) {
+      ++runs;
+      wq->queue(self);
+      if (main_returning.load()) {
+        wq->queue_delayed(*later, 1ms);
+        wq->mod_delayed(*moved, 2ms);
+      }
+    }));
+    if (!wq->queue(*w)) return 2;
+  }
+  return wait_until([] { return runs.load() >= 100; }) ? 0 : 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::map<std::string, std::function<int()>> scenarios = {
+      {"requeue_system_wq", scenario_requeue_system_wq},
+      {"requeue_system_unbound_wq", scenario_requeue_system_unbound_wq},
+      {"requeue_heap_wq", scenario_requeue_heap_wq},
+      {"requeue_static_wq", scenario_requeue_static_wq},
+      {"flush_at_exit", scenario_flush_at_exit},
+      {"delayed_system", scenario_delayed_system},
+      {"delayed_own", scenario_delayed_own},
+      {"rearm_mod_delayed", scenario_rearm_mod_delayed},
+      {"throw_at_exit", scenario_throw_at_exit},
+      {"arm_at_exit", scenario_arm_at_exit},
+  };
+  if (argc != 2 || !scenarios.count(argv[1])) {
+    std::fprintf(stderr, "usage: wq_exit_child SCENARIO\n");
+    return 3;
+  }
+  const int status = scenarios.at(argv[1])();
+  if (status != 0) {
+    std::fprintf(stderr, "wq_exit_child: scenario %s could not be set up\n", argv[1]);
+    return status;
+  }
+  main_returning = true;
+  return 0;
+}
