@@ -6,9 +6,11 @@
 // Reports use the kernel's wording, go through the log sink (quiesce/log.hpp) and are
 // counted, so programs and tests can assert on them. Thresholds default to the kernel's.
 //
-// The thread starts on first use (when a runtime module registers a check) and stops at
-// process exit. It ticks every `tick` while any runtime module holds it busy (work in
-// flight) and sleeps otherwise, so an idle program pays nothing.
+// The thread starts on first use (when a runtime module registers a check) and is never
+// stopped or joined: runtime threads may report through it while static destructors run,
+// and it ends with the process. It ticks every `tick` while any runtime module holds it
+// busy (work in flight) and sleeps otherwise, so an idle program pays nothing. Checks log
+// with no runtime lock held.
 #pragma once
 
 #include <chrono>

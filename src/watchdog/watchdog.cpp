@@ -28,7 +28,7 @@ class watchdog {
     std::lock_guard guard(lock_);
     const std::uint64_t id = ++last_id_;
     checks_.emplace(id, entry{std::move(name), std::move(check)});
-    if (!thread_.joinable() && !stopping_) {
+    if (!thread_.joinable()) {
       thread_ = named_thread("quiesce-wdog", [this] { run(); });
     }
     return id;
@@ -79,7 +79,7 @@ class watchdog {
   void run() {
     std::uint64_t idle_since = 0;  // when holds_ was last seen non-zero
     std::unique_lock guard(lock_);
-    while (!stopping_) {
+    for (;;) {
       const watchdog_config cfg = config_;
       std::vector<std::uint64_t> ids;
       for (const auto& [id, e] : checks_)
@@ -94,12 +94,11 @@ class watchdog {
         guard.lock();
         running_check_ = 0;
         idle_cv_.notify_all();
-        if (stopping_) return;
       }
       const std::uint64_t now = now_ns();
       if (holds_.load(std::memory_order_acquire) != 0) idle_since = now;
       if (now - idle_since > 1'000'000'000u) {
-        // Nothing in flight for a second: sleep until something is (or we are stopped).
+        // Nothing in flight for a second: sleep until something is.
         guard.unlock();
         sleeping_.store(true, std::memory_order_seq_cst);
         if (holds_.load(std::memory_order_seq_cst) == 0) holds_.wait(0, std::memory_order_seq_cst);
@@ -108,18 +107,17 @@ class watchdog {
         idle_since = now_ns();
         continue;
       }
-      wake_cv_.wait_for(guard, tick_of(cfg), [&] { return stopping_; });
+      tick_cv_.wait_for(guard, tick_of(cfg));
     }
   }
 
   std::mutex lock_;
-  std::condition_variable wake_cv_;        // stop requests
+  std::condition_variable tick_cv_;        // the sleep between ticks (nobody notifies it)
   std::condition_variable idle_cv_;        // a check finished running
   std::map<std::uint64_t, entry> checks_;  // L
   std::uint64_t last_id_ = 0;              // L
   std::uint64_t running_check_ = 0;        // L: id of the check running now, 0 if none
   watchdog_config config_;                 // L
-  bool stopping_ = false;                  // L
   named_thread thread_;                    // L (started once)
   std::atomic<std::int64_t> holds_{0};     // A: things in flight; seq_cst with sleeping_
   std::atomic<bool> sleeping_{false};      // A: the thread waits on holds_
