@@ -4,12 +4,14 @@
 // and cross-pool non-reentrancy. Tests that would deadlock on a broken build run their
 // scenario under finishes_or_abort, so the process dies loudly instead of hanging.
 #include <gtest/gtest.h>
+
 #include <sched.h>
 #include <time.h>
 
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <stdexcept>
@@ -338,18 +340,20 @@ TEST(WqContract, WorkFlushWaitsForAPendingInstance) {
 
 // ---- 6. quiesce's own blocking waits act as may_block ----------------------------------
 
-// Guards against work::flush() from an item keeping its per-CPU worker counted as
-// running: the flushed item, queued behind it on the same CPU, could never start.
-TEST(WqContract, FlushOfAnItemOnTheSameCpuActsAsMayBlock) {
+// An item A on CPU c of a bound queue queues B on CPU c (through `b_queue`), then calls
+// `wait`, which returns only once B has run: A's worker must stop counting as running for
+// the wait, or B never starts (the watchdog's rescue is off).
+void expect_wait_lets_its_cpu_run(workqueue& b_queue, const std::function<void(work& b)>& wait,
+                                  const char* what) {
   test::scoped_watchdog_config no_rescue(no_rescue_config());
-  workqueue wq("own-flush");
+  workqueue wq("waiter");
   const int c = first_cpu();
-  std::atomic<bool> b_ran{false}, b_ran_when_flushed{false};
+  std::atomic<bool> b_ran{false}, b_ran_when_waited{false};
   work b("b", [&](work&) { b_ran = true; });
   work a("a", [&](work&) {
-    EXPECT_TRUE(wq.queue_on(c, b));
-    b.flush();
-    b_ran_when_flushed = b_ran.load();
+    EXPECT_TRUE(b_queue.queue_on(c, b));
+    wait(b);
+    b_ran_when_waited = b_ran.load();
   });
   finishes_or_abort(
       [&] {
@@ -357,30 +361,24 @@ TEST(WqContract, FlushOfAnItemOnTheSameCpuActsAsMayBlock) {
         a.flush();
         b.flush();
       },
-      generous, "an item's flush() of an item queued behind it on its CPU");
-  EXPECT_TRUE(b_ran_when_flushed.load());
+      generous, what);
+  EXPECT_TRUE(b_ran_when_waited.load());
+}
+
+// Guards against work::flush() from an item keeping its per-CPU worker counted as
+// running: the flushed item, queued behind it on the same CPU, could never start.
+TEST(WqContract, FlushOfAnItemOnTheSameCpuActsAsMayBlock) {
+  workqueue other("flushed");
+  expect_wait_lets_its_cpu_run(
+      other, [](work& b) { b.flush(); }, "an item's flush() of an item queued on its CPU");
 }
 
 // Guards against workqueue::flush() of another queue from an item not acting as may_block.
 TEST(WqContract, FlushOfAnotherQueueActsAsMayBlock) {
-  test::scoped_watchdog_config no_rescue(no_rescue_config());
-  workqueue wq("flusher"), other("flushed");
-  const int c = first_cpu();
-  std::atomic<bool> b_ran{false}, b_ran_when_flushed{false};
-  work b("b", [&](work&) { b_ran = true; });
-  work a("a", [&](work&) {
-    EXPECT_TRUE(other.queue_on(c, b));
-    other.flush();
-    b_ran_when_flushed = b_ran.load();
-  });
-  finishes_or_abort(
-      [&] {
-        ASSERT_TRUE(wq.queue_on(c, a));
-        a.flush();
-        other.flush();
-      },
-      generous, "an item's flush() of another queue with an item on its CPU");
-  EXPECT_TRUE(b_ran_when_flushed.load());
+  workqueue other("flushed");
+  expect_wait_lets_its_cpu_run(
+      other, [&](work&) { other.flush(); },
+      "an item's flush() of another queue with an item on its CPU");
 }
 
 // Guards against cancel_sync() from an item not acting as may_block: the item it waits for
