@@ -177,7 +177,8 @@ void workqueue::drain() {
     flush();
     if (empty()) break;
     if (!wq.in_flight()) {
-      // Only delayed (or in-transit) instances remain: wait for one to land or end.
+      // Only delayed (or in-transit) instances remain: wait until one ends (landing on a
+      // list does not wake us; the end of the instance does, and we flush again).
       detail::wait_for_completion([&] { return empty() || wq.in_flight(); });
       continue;
     }

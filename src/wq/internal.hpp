@@ -92,6 +92,11 @@ inline constexpr bool waits_keep_running = true;
 #else
 inline constexpr bool waits_keep_running = false;
 #endif
+#ifdef QUIESCE_MUTANT_MOD_DELAYED_CHECKS_ONCE  // mod_delayed checks disabling only before grabbing
+inline constexpr bool mod_delayed_checks_once = true;
+#else
+inline constexpr bool mod_delayed_checks_once = false;
+#endif
 #ifdef QUIESCE_MUTANT_EXIT_RUNS_QUEUED  // at exit, queued items keep running and re-queueing
 inline constexpr bool exit_runs_queued = true;
 #else
@@ -300,12 +305,12 @@ struct pool {
   // create) a worker. Per-CPU pools: nobody is running (kernel: nr_running == 0). An exiting
   // pool wants a worker for whatever lands on its list, to drop it.
   bool need_more_worker() const noexcept QUIESCE_REQUIRES(lock) {
-    return !worklist.empty() && nr_running < max_running();
+    return !worklist.empty() && (nr_running < max_running() || drops_work());
   }
   // A worker that finished an item takes the next one while running workers do not
   // exceed max_running() (per-CPU pools: while it alone runs, kernel: nr_running <= 1).
   bool keep_working() const noexcept QUIESCE_REQUIRES(lock) {
-    return !worklist.empty() && nr_running <= max_running();
+    return !worklist.empty() && (nr_running <= max_running() || drops_work());
   }
   // Idle workers beyond two are culled once they are a quarter of the busy ones.
   bool too_many_workers() const noexcept QUIESCE_REQUIRES(lock) {
@@ -329,6 +334,9 @@ bool process_exiting() noexcept;
 void ensure_exit_hook(wq_impl& wq);
 // Gives `wq` its construction serial; called as the last step of the workqueue constructor.
 void number_queue(wq_impl& wq) noexcept;
+// A queue destroyed after exit began: its state is kept (reachable, never freed) instead of
+// waiting for its running items; workers may still touch it until the process ends.
+void keep_until_exit(std::unique_ptr<wq_impl> wq);
 
 // ---- worker.cpp: workers and concurrency management ---------------------------------------
 void kick_pool_locked(pool& p)

@@ -171,14 +171,21 @@ void start_instance(detail::wq_impl& wq, work& w) {
 }
 
 // Queues now or arms the timer, for an instance whose pending bit the caller owns and
-// which is counted in wq.outstanding.
+// which is counted in wq.outstanding. If arming throws (the timer thread cannot start, no
+// memory), the instance is undone before the exception leaves.
 void queue_or_arm(detail::wq_impl& wq, int cpu, work& w, std::chrono::nanoseconds delay) {
   if (delay == std::chrono::nanoseconds::zero()) {
     detail::queue_work_owned(wq, cpu, w);
     return;
   }
-  detail::timer_arm(w, wq, cpu,
-                    detail::deadline_after(now_ns(), static_cast<std::uint64_t>(delay.count())));
+  try {
+    detail::timer_arm(w, wq, cpu,
+                      detail::deadline_after(now_ns(), static_cast<std::uint64_t>(delay.count())));
+  } catch (...) {
+    detail::release_pending(w);
+    detail::end_instance(wq);
+    throw;
+  }
 }
 
 // queue(), queue_on() and queue_delayed(): claim, check for refusal, queue or arm.
@@ -231,6 +238,15 @@ bool workqueue::mod_delayed(delayed_work& w, std::chrono::nanoseconds delay) {
   // Counted first, so that the queue never looks empty while the instance moves.
   wq.outstanding.fetch_add(1, std::memory_order_seq_cst);
   const bool was_pending = detail::grab_pending(w, /*count_cancel=*/false);
+  // Disabled since the check above (a cancel_sync began), with the item idle: create
+  // nothing (kernel: clear_pending_if_disabled). A moved instance is queued again instead:
+  // that cancel_sync is waiting to take it, and it reports it as cancelled.
+  if (!was_pending && !detail::mutant::mod_delayed_checks_once &&
+      detail::work_disabled(wq_access::flags(w).load(std::memory_order_seq_cst))) {
+    detail::release_pending(w);
+    detail::end_instance(wq);  // the count raised for it above
+    return true;
+  }
   if (!was_pending) {
     const std::uint64_t id = wq_access::last_id(w).fetch_add(1, std::memory_order_seq_cst) + 1;
     wq_access::pending_id(w).store(id, std::memory_order_seq_cst);

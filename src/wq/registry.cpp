@@ -143,6 +143,12 @@ void number_queue(wq_impl& wq) noexcept {
   wq.serial = g_completed_serial.fetch_add(1, std::memory_order_acq_rel) + 1;
 }
 
+void keep_until_exit(std::unique_ptr<wq_impl> wq) {
+  static never_destroyed<std::pair<mutex, std::vector<std::unique_ptr<wq_impl>>>> kept;
+  lock_guard guard(kept.get().first);
+  kept.get().second.push_back(std::move(wq));
+}
+
 pool& bound_pool(int cpu, bool highpri) {
   return registry::the_registry().bound(cpu, highpri);
 }
@@ -157,6 +163,7 @@ bool process_exiting() noexcept {
 }
 void ensure_exit_hook(wq_impl& wq) {
   if (wq.exit_hook_checked.load(std::memory_order_relaxed)) return;
+  if (process_exiting()) return;  // the hook has run; no registration during exit
   registry::the_registry().ensure_exit_hook(wq);
   wq.exit_hook_checked.store(true, std::memory_order_relaxed);
 }

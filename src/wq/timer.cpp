@@ -19,8 +19,11 @@ namespace {
 
 class timer {
  public:
-  void arm(work& item, wq_impl& wq, int cpu, std::uint64_t deadline) {
+  // False if the process is exiting (the exit hook has dropped, or is dropping, what the
+  // timer holds): the caller ends the instance.
+  bool arm(work& item, wq_impl& wq, int cpu, std::uint64_t deadline) {
     detail::lock_guard guard(lock_);
+    if (process_exiting()) return false;
     if (!thread_.joinable()) thread_ = named_thread("quiesce-timer", [this] { run(); });
     wq_access::timer_seq(item) = ++last_seq_;
     wq_access::timer_deadline(item) = deadline;
@@ -28,6 +31,7 @@ class timer {
     wq_access::timer_cpu(item) = cpu;
     const auto it = armed_.emplace(key_of(item), &item).first;
     if (it == armed_.begin()) cv_.notify_one();  // a new earliest deadline
+    return true;
   }
 
   bool cancel(work& item, wq_impl** wq, int* cpu) {
@@ -109,7 +113,12 @@ timer& the_timer() {
 }  // namespace
 
 void timer_arm(work& item, wq_impl& wq, int cpu, std::uint64_t deadline_ns) {
-  the_timer().arm(item, wq, cpu, deadline_ns);
+  if (the_timer().arm(item, wq, cpu, deadline_ns)) return;
+  // Exiting: dropped as the exit hook drops armed items (the flag is set before the hook
+  // takes the timer lock, so an item is either in the timer for it or refused here).
+  wq.cancelled.fetch_add(1, std::memory_order_relaxed);
+  release_pending(item);
+  end_instance(wq);
 }
 
 bool timer_cancel(work& item, wq_impl** wq, int* cpu) {

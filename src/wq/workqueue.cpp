@@ -149,7 +149,14 @@ workqueue::workqueue(std::string name, wq_options options)
 }
 
 workqueue::~workqueue() {
-  if (!impl_->system) drain();
+  if (impl_->system) return;
+  // At exit nothing waits for user code: what is queued is being dropped, and a running
+  // item may be waiting for a static object destroyed after us. The queue's state stays.
+  if (detail::process_exiting()) {
+    detail::keep_until_exit(std::move(impl_));
+    return;
+  }
+  drain();
 }
 
 const std::string& workqueue::name() const noexcept {

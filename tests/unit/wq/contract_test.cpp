@@ -144,6 +144,34 @@ void check_cancel_sync_stops_self_rearming(workqueue& wq, bool use_mod_delayed) 
   EXPECT_FALSE(x.pending());
 }
 
+// Guards against mod_delayed() checking the disable count only before it owns the pending
+// bit: a cancel_sync() that begins in between returned with the item armed again (found in
+// review). Races cancel_sync() against an item that re-arms itself at once, many times;
+// after cancel_sync() returns nobody may queue the item, so it must be idle and stay idle.
+TEST(WqContract, CancelSyncRacingASelfRearmingItemLeavesItIdle) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  constexpr int rounds = 100;
+#else
+  constexpr int rounds = 1000;
+#endif
+  workqueue wq("rearm-race");
+  std::atomic<int> runs{0};
+  delayed_work x("rearm_at_once", [&](work& self) {
+    ++runs;
+    wq.mod_delayed(static_cast<delayed_work&>(self), std::chrono::nanoseconds::zero());
+  });
+  for (int round = 0; round < rounds; ++round) {
+    ASSERT_TRUE(wq.queue(x));
+    const int seen = runs.load();
+    ASSERT_TRUE(eventually([&] { return runs.load() > seen + round % 3; }));
+    x.cancel_sync();
+    ASSERT_FALSE(x.pending()) << "round " << round << ": re-armed after cancel_sync returned";
+    const int after = runs.load();
+    wq.flush();
+    ASSERT_EQ(runs.load(), after) << "round " << round << ": ran after cancel_sync returned";
+  }
+}
+
 // Guards against mod_delayed() from the item's own function waiting for the canceller
 // (which waits for the item): a deadlock.
 TEST(WqContract, CancelSyncStopsItemRearmingWithModDelayedOnBoundQueue) {

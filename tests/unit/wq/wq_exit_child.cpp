@@ -15,7 +15,13 @@
 #include <string>
 #include <thread>
 
+#include <unistd.h>
+
+#include <condition_variable>
+#include <mutex>
+
 #include "quiesce/clock.hpp"
+#include "quiesce/watchdog.hpp"
 #include "quiesce/workqueue.hpp"
 
 namespace {
@@ -24,6 +30,42 @@ using namespace std::chrono_literals;
 using quiesce::delayed_work;
 using quiesce::work;
 using quiesce::workqueue;
+
+// Static objects destroyed at exit, in this order: g_static_wq, g_checker, g_stopper (the
+// reverse of their definition). quiesce's exit hook, registered at the first queueing in
+// main(), runs before all three.
+
+// The last to be destroyed: releases items that wait for the process's static destruction
+// to stop them (a common shape: a service object whose destructor stops its work).
+struct stopper {
+  std::mutex lock;
+  std::condition_variable cv;
+  bool stop = false;  // guarded by lock
+  void wait() {
+    std::unique_lock guard(lock);
+    cv.wait(guard, [&] { return stop; });
+  }
+  ~stopper() {
+    {
+      std::lock_guard guard(lock);
+      stop = true;
+    }
+    cv.notify_all();
+  }
+} g_stopper;
+
+// Runs checks once the exit hook has run (set up by the scenarios; 0 = nothing to check).
+struct checker {
+  std::function<int()> check;
+  ~checker() {
+    if (!check) return;
+    if (const int status = check(); status != 0) {
+      std::fprintf(stderr, "wq_exit_child: exit check failed (%d)\n", status);
+      std::fflush(stderr);
+      _exit(status);
+    }
+  }
+} g_checker;
 
 // A namespace-scope static queue, destroyed by the exit sequence (its constructor creates
 // the runtime, so the runtime outlives it).
@@ -172,6 +214,57 @@ int scenario_arm_at_exit() {
   return wait_until([] { return runs.load() >= 100; }) ? 0 : 2;
 }
 
+// After the exit hook, no new work is accepted: a queue() is refused (no user function
+// starts after the hook).
+int scenario_refused_after_exit() {
+  static std::atomic<int> runs{0};
+  if (!quiesce::system_wq().queue(forever_item(quiesce::system_wq(), runs))) return 2;
+  g_checker.check = [] {
+    auto* late = keep(new work("late", [](work&) {}));
+    if (quiesce::system_wq().queue(*late)) return 4;  // accepted after the hook
+    return 0;
+  };
+  return wait_until([] { return runs.load() >= 10; }) ? 0 : 2;
+}
+
+// A static queue's item runs until a static object destroyed after the queue stops it: the
+// queue's destructor at exit must not wait for it.
+int scenario_static_queue_running_item() {
+  static std::atomic<bool> started{false};
+  auto* w = keep(new work("until_stopped", [](work&) {
+    started = true;
+    g_stopper.wait();
+  }));
+  if (!g_static_wq.queue(*w)) return 2;
+  return wait_until([] { return started.load(); }) ? 0 : 2;
+}
+
+// An item blocks (outside quiesce, with the watchdog's sleep detection off) on its per-CPU
+// pool until the last static destructor; an item queued behind it on the same CPU must be
+// dropped at exit all the same, so that flushing it returns.
+int scenario_dropped_behind_blocked() {
+  quiesce::watchdog_config c = quiesce::get_watchdog_config();
+  c.wq_sleep_detection = false;
+  c.wq_cpu_intensive = std::chrono::nanoseconds::zero();
+  quiesce::set_watchdog_config(c);
+  static std::atomic<bool> started{false};
+  static std::atomic<int> cpu{0};
+  auto* blocker = keep(new work("blocker", [](work&) {
+    cpu = sched_getcpu();
+    started = true;
+    g_stopper.wait();
+  }));
+  if (!quiesce::system_wq().queue(*blocker)) return 2;
+  if (!wait_until([] { return started.load(); })) return 2;
+  static work* behind = keep(new work("behind", [](work&) {}));
+  if (!quiesce::system_wq().queue_on(cpu.load(), *behind)) return 2;
+  g_checker.check = [] {
+    behind->flush();  // returns once the exit hook has dropped it
+    return behind->pending() ? 5 : 0;
+  };
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -186,6 +279,9 @@ int main(int argc, char** argv) {
       {"rearm_mod_delayed", scenario_rearm_mod_delayed},
       {"throw_at_exit", scenario_throw_at_exit},
       {"arm_at_exit", scenario_arm_at_exit},
+      {"refused_after_exit", scenario_refused_after_exit},
+      {"static_queue_running_item", scenario_static_queue_running_item},
+      {"dropped_behind_blocked", scenario_dropped_behind_blocked},
   };
   if (argc != 2 || !scenarios.count(argv[1])) {
     std::fprintf(stderr, "usage: wq_exit_child SCENARIO\n");
