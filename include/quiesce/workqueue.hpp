@@ -39,8 +39,14 @@
 //    so running items may use quiesce until the process ends. No user function starts after
 //    the hook ran; a function already running when exit began may still use static objects
 //    that are destroyed meanwhile - as any thread may: stop such items first.
-// A queue constructed after the hook's last registration and destroyed at exit before the
-// hook runs drains as at any other time.
+//  - a queue destroyed after the hook ran (a static queue, say) does not drain or wait: its
+//    queued items are being dropped, and its state is kept until the process ends for the
+//    items still running.
+// The hook runs before the destructor of a queue whose construction completed before the
+// queue first queued. A queue that first queues while a larger static object holding it is
+// still being constructed (queueing from that object's constructor), or that is constructed
+// after the hook's last registration and destroyed before the hook, is destroyed as at any
+// other time: it drains, and an item that re-queues itself for ever keeps it draining.
 //
 // Threading: every member function is thread-safe unless stated. Work functions may queue,
 // cancel and flush other items, and queue and cancel() (not flush or cancel_sync)
@@ -199,7 +205,8 @@ class workqueue {
   // unbound, max_active outside 0..2048).
   explicit workqueue(std::string name, wq_options options = {});
   // Drains (every item queued before, and every item they chain-queue, runs), then
-  // detaches from its pools. Must not be called from one of its own work items.
+  // detaches from its pools. Must not be called from one of its own work items. At
+  // process exit, after quiesce's exit hook, it does not wait (see the exit rules).
   ~workqueue();
   workqueue(const workqueue&) = delete;
   workqueue& operator=(const workqueue&) = delete;
