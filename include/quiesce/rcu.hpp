@@ -32,7 +32,14 @@
 //    without waiting, as liburcu does. (Detected for the default domain, whose sections are
 //    marked; a QSBR/Tasks caller that is online is taken offline for the wait instead.)
 //  - rcu_barrier() waits for callbacks queued before it on that domain, not for a grace
-//    period beyond that (call rcu_synchronize() for that).
+//    period beyond that (call rcu_synchronize() for that). Called from a callback or
+//    deleter of the same domain (on its callback thread), it runs the callbacks it has to
+//    wait for itself - the rest of the batch in progress, whose grace period has passed,
+//    then, after a grace period, everything queued since - as P2545 allows ("may evaluate
+//    any scheduled evaluations").
+//  - Read-side nesting in the default domain is limited to 65,535 levels; lock() at that
+//    depth aborts the process with a message naming it (a deeper reader must never look
+//    idle to a grace period).
 //  - Callbacks still queued at process exit are not run.
 #pragma once
 
@@ -85,6 +92,8 @@ struct memb_shared {
 extern memb_shared memb;
 
 void memb_register_slow() noexcept;
+// lock() at the deepest nesting the reader word holds: aborts with a message.
+[[noreturn]] void memb_nesting_overflow() noexcept;
 void memb_wake_writer() noexcept;
 
 // The read side's barrier: with membarrier the writer forces the ordering with an IPI, so
@@ -105,6 +114,8 @@ inline void memb_lock() noexcept {
   memb_reader& r = tls_memb;
   const std::uint64_t w = r.word.load(std::memory_order_relaxed);
   if (w & memb_nest_mask) {  // nested: just count
+    if ((w & memb_nest_mask) == memb_nest_mask) [[unlikely]]
+      memb_nesting_overflow();  // one more would carry into the grace-period number
     r.word.store(w + 1, std::memory_order_relaxed);
     return;
   }
@@ -203,7 +214,8 @@ rcu_domain& rcu_tasks_domain() noexcept;
 void rcu_synchronize(rcu_domain& domain = rcu_default_domain()) noexcept;
 
 // Waits until every callback queued (rcu_retire, rcu_call, retire) on `domain` before the
-// call has run.
+// call has run. A QSBR thread that is online is taken offline for the wait (it comes back
+// online after); from a callback of the same domain, see the header comment.
 void rcu_barrier(rcu_domain& domain = rcu_default_domain()) noexcept;
 
 namespace detail {

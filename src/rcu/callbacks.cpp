@@ -15,10 +15,29 @@
 namespace quiesce::detail {
 
 bool barrier_inside_reader(rcu_state& st);
+bool on_callback_thread_of(const rcu_state& st) noexcept;
+void barrier_from_callback(rcu_state& st);
 
 namespace {
 
 constexpr std::uint64_t coalesce_ns = 1'000'000;  // a rate limit, not a synchronisation
+
+// W: on a callback thread, its domain, and the rest of the batch it is running (for an
+// rcu_barrier() called from one of the batch's callbacks).
+thread_local rcu_state* tls_callback_domain = nullptr;
+thread_local rcu_head** tls_batch_rest = nullptr;
+
+void invoke(rcu_state& st, rcu_head* h) {
+  try {
+    h->func(h);
+  } catch (const std::exception& e) {
+    st.callbacks.exceptions.fetch_add(1, std::memory_order_relaxed);
+    log(log_level::err, fmt::format("{}: an RCU callback threw: {}", st.name, e.what()));
+  } catch (...) {
+    st.callbacks.exceptions.fetch_add(1, std::memory_order_relaxed);
+    log(log_level::err, fmt::format("{}: an RCU callback threw", st.name));
+  }
+}
 
 void run_batch(rcu_state& st, rcu_head* newest_first) {
   // The stack holds the newest first: reverse it so callbacks run in queueing order.
@@ -36,23 +55,19 @@ void run_batch(rcu_state& st, rcu_head* newest_first) {
   // Counted before they run, so a barrier's waiter (woken by its own node) sees them.
   cb.invoked.fetch_add(count, std::memory_order_relaxed);
   cb.batches.fetch_add(1, std::memory_order_relaxed);
+  rcu_head** const outer = tls_batch_rest;
+  tls_batch_rest = &fifo;  // a nested rcu_barrier() runs the rest of the batch
   while (fifo) {
-    rcu_head* next = fifo->next;  // read first: the callback may free its node
-    try {
-      fifo->func(fifo);
-    } catch (const std::exception& e) {
-      cb.exceptions.fetch_add(1, std::memory_order_relaxed);
-      log(log_level::err, fmt::format("{}: an RCU callback threw: {}", st.name, e.what()));
-    } catch (...) {
-      cb.exceptions.fetch_add(1, std::memory_order_relaxed);
-      log(log_level::err, fmt::format("{}: an RCU callback threw", st.name));
-    }
-    fifo = next;
+    rcu_head* const h = fifo;
+    fifo = h->next;  // advanced first: the callback may free its node
+    invoke(st, h);
   }
+  tls_batch_rest = outer;
 }
 
 void callback_thread(rcu_state& st) {
   set_this_thread_name(fmt::format("{}_cb", st.name));
+  tls_callback_domain = &st;
   rcu_callbacks& cb = st.callbacks;
   std::uint64_t last_batch_ns = 0;
   for (;;) {
@@ -93,6 +108,27 @@ void start_thread(rcu_state& st) noexcept {
 }
 
 }  // namespace
+
+bool on_callback_thread_of(const rcu_state& st) noexcept {
+  return tls_callback_domain == &st;
+}
+
+void barrier_from_callback(rcu_state& st) {
+  // The callback thread cannot wait for a barrier node only it can run: it runs what the
+  // barrier waits for itself. First the rest of the batch in progress (its grace period
+  // has passed), then everything queued since (after a grace period, in run_batch).
+  if (tls_batch_rest) {
+    rcu_head*& rest = *tls_batch_rest;
+    while (rest) {
+      rcu_head* const h = rest;
+      rest = h->next;
+      invoke(st, h);
+    }
+  }
+  if (rcu_head* newer = st.callbacks.head.exchange(nullptr, std::memory_order_acquire)) {
+    run_batch(st, newer);
+  }
+}
 
 void rcu_enqueue(rcu_domain& domain, rcu_head* head) noexcept {
   rcu_state& st = state_of(domain);
@@ -147,7 +183,12 @@ void rcu_call(rcu_domain& domain, std::function<void()> fn) {
 void rcu_barrier(rcu_domain& domain) noexcept {
   detail::rcu_state& st = detail::state_of(domain);
   if (detail::barrier_inside_reader(st)) return;
+  if (detail::on_callback_thread_of(st)) {
+    detail::barrier_from_callback(st);
+    return;
+  }
   rcu_voluntary_block blocking;
+  detail::offline_for_wait offline(st);  // an online QSBR caller would wait for itself
   std::optional<detail::listed_waiter> listed;
   try {
     listed.emplace(st);

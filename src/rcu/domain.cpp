@@ -5,6 +5,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <stdexcept>
 
 #include "../base/blocking_hook.hpp"
@@ -127,6 +129,16 @@ rcu_state& state_of(rcu_domain& d) noexcept {
 rcu_state* const* all_states(std::size_t& n) noexcept {
   n = 3;
   return states();
+}
+
+void memb_nesting_overflow() noexcept {
+  std::fprintf(stderr,
+               "quiesce: rcu_default_domain().lock() nested %llu levels deep: the reader word "
+               "holds at most %llu; aborting (a deeper reader would look idle to a grace "
+               "period)\n",
+               static_cast<unsigned long long>(memb_nest_mask + 1),
+               static_cast<unsigned long long>(memb_nest_mask));
+  std::abort();
 }
 
 void memb_register_slow() noexcept {

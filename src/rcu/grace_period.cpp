@@ -109,23 +109,6 @@ void run_grace_period(rcu_state& st, std::uint64_t n) {
   watchdog_release();
 }
 
-// A QSBR thread that is online while it waits for a QSBR grace period would wait for
-// itself: it goes offline for the wait (liburcu does the same).
-class offline_for_wait {
- public:
-  explicit offline_for_wait(rcu_state& st)
-      : domain_(st.kind == rcu_kind::qsbr && rcu_thread_is_online(st.domain) ? &st.domain
-                                                                             : nullptr) {
-    if (domain_) rcu_thread_offline(*domain_);
-  }
-  ~offline_for_wait() {
-    if (domain_) rcu_thread_online(*domain_);
-  }
-
- private:
-  rcu_domain* domain_;
-};
-
 }  // namespace
 
 void synchronize(rcu_state& st) noexcept {

@@ -117,6 +117,23 @@ inline bool holds_grace_period(rcu_kind kind, std::uint64_t word, std::uint64_t 
   return word != 0 && word < target;
 }
 
+// A QSBR thread that is online while it waits for a QSBR grace period would wait for
+// itself: it goes offline for the wait (liburcu does the same).
+class offline_for_wait {
+ public:
+  explicit offline_for_wait(rcu_state& st)
+      : domain_(st.kind == rcu_kind::qsbr && rcu_thread_is_online(st.domain) ? &st.domain
+                                                                             : nullptr) {
+    if (domain_) rcu_thread_offline(*domain_);
+  }
+  ~offline_for_wait() {
+    if (domain_) rcu_thread_online(*domain_);
+  }
+
+ private:
+  rcu_domain* domain_;
+};
+
 rcu_state& state_of(rcu_domain& d) noexcept;
 rcu_state* const* all_states(std::size_t& n) noexcept;  // the three domains
 

@@ -1,0 +1,105 @@
+// Regression tests for RCU contract breaks of issue 13 (each failed before its fix):
+// rcu_barrier() from an online QSBR thread, rcu_barrier() from a callback or deleter, and
+// the read-side nesting limit.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <memory>
+
+#include "quiesce/rcu.hpp"
+#include "wait.hpp"
+
+namespace quiesce {
+namespace {
+
+using test::finishes_or_abort;
+using test::generous;
+
+// Guards against rcu_barrier(qsbr) from a thread that is online in QSBR waiting for its
+// own quiescent state (the header promises such a caller is taken offline for the wait).
+TEST(RcuContract, QsbrBarrierFromAnOnlineThreadReturnsAndLeavesItOnline) {
+  rcu_domain& d = rcu_qsbr_domain();
+  std::atomic<bool> ran{false}, online_after{false};
+  finishes_or_abort(
+      [&] {
+        rcu_thread_online(d);
+        rcu_call(d, [&] { ran = true; });
+        rcu_barrier(d);
+        online_after = rcu_thread_is_online(d);
+        rcu_thread_offline(d);
+      },
+      generous, "rcu_barrier(rcu_qsbr_domain()) from an online thread");
+  EXPECT_TRUE(ran.load()) << "rcu_barrier returned before the callback queued before it ran";
+  EXPECT_TRUE(online_after.load()) << "the caller was not put back online";
+}
+
+// Guards against rcu_barrier() from a callback hanging: the callback thread waited for a
+// barrier node that only it could run. The barrier must also have run what it waits for:
+// a callback queued by the same callback just before, and one queued earlier in the same
+// batch.
+void barrier_from_a_callback(rcu_domain& d) {
+  std::atomic<bool> inner_ran{false}, sibling_ran{false}, inner_ran_at_barrier{false},
+      sibling_ran_at_barrier{false};
+  finishes_or_abort(
+      [&] {
+        rcu_call(d, [&] {
+          rcu_call(d, [&] { inner_ran = true; });
+          rcu_barrier(d);
+          inner_ran_at_barrier = inner_ran.load();
+          sibling_ran_at_barrier = sibling_ran.load();
+        });
+        rcu_call(d, [&] { sibling_ran = true; });  // after it in the same batch, or the next
+        rcu_barrier(d);
+      },
+      generous, "rcu_barrier() called from an RCU callback");
+  EXPECT_TRUE(inner_ran_at_barrier.load()) << d.name();
+  // The sibling was queued before the inner barrier only if it was queued before that
+  // callback ran; either way it has run once the outer barrier returned.
+  EXPECT_TRUE(sibling_ran.load()) << d.name();
+}
+
+TEST(RcuContract, BarrierFromACallbackOfTheDefaultDomain) {
+  barrier_from_a_callback(rcu_default_domain());
+}
+TEST(RcuContract, BarrierFromACallbackOfTheQsbrDomain) {
+  barrier_from_a_callback(rcu_qsbr_domain());
+}
+TEST(RcuContract, BarrierFromACallbackOfTheTasksDomain) {
+  barrier_from_a_callback(rcu_tasks_domain());
+}
+
+// The same from a deleter (rcu_retire with a deleter that calls rcu_barrier).
+TEST(RcuContract, BarrierFromADeleterReturns) {
+  std::atomic<bool> deleted{false};
+  struct object {
+    int value = 7;
+  };
+  finishes_or_abort(
+      [&] {
+        rcu_retire(new object, [&](object* p) {
+          rcu_barrier();
+          delete p;
+          deleted = true;
+        });
+        rcu_barrier();
+      },
+      generous, "rcu_barrier() called from a deleter");
+  EXPECT_TRUE(deleted.load());
+}
+
+// Guards against the nesting depth carrying into the grace-period number at 65,536 levels
+// (a reader that deep looked idle): lock() at the limit aborts, naming the depth.
+TEST(RcuContractDeathTest, NestingBeyondTheLimitAbortsNamingTheDepth) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(
+      {
+        rcu_domain& d = rcu_default_domain();
+        for (int i = 0; i < 65535; ++i)
+          d.lock();
+        d.lock();  // the 65,536th level
+      },
+      "nested 65536 levels deep");
+}
+
+}  // namespace
+}  // namespace quiesce
