@@ -22,10 +22,26 @@ namespace {
 
 constexpr std::uint64_t coalesce_ns = 1'000'000;  // a rate limit, not a synchronisation
 
-// W: on a callback thread, its domain, and the rest of the batch it is running (for an
-// rcu_barrier() called from one of the batch's callbacks).
+// A node that signals a waiter when the callback thread reaches it (rcu_barrier).
+struct barrier_node final : rcu_head {
+  barrier_node() { func = &signal; }
+  static void signal(rcu_head* h) {
+    auto* self = static_cast<barrier_node*>(h);
+    self->done.store(1, std::memory_order_release);
+    futex_wake_all(self->done);
+  }
+  std::atomic<std::uint32_t> done{0};
+};
+
+// W: on a callback thread: its domain; the rest of the batch it is running (for an
+// rcu_barrier() called from one of the batch's callbacks); how deep such barriers are
+// nested; and the barrier nodes they met, which signal only once the callback that called
+// the barrier has returned (every callback queued before them has then finished).
 thread_local rcu_state* tls_callback_domain = nullptr;
 thread_local rcu_head** tls_batch_rest = nullptr;
+thread_local int tls_barrier_depth = 0;
+thread_local rcu_head* tls_deferred_first = nullptr;
+thread_local rcu_head** tls_deferred_tail = &tls_deferred_first;
 
 void invoke(rcu_state& st, rcu_head* h) {
   try {
@@ -36,6 +52,29 @@ void invoke(rcu_state& st, rcu_head* h) {
   } catch (...) {
     st.callbacks.exceptions.fetch_add(1, std::memory_order_relaxed);
     log(log_level::err, fmt::format("{}: an RCU callback threw", st.name));
+  }
+}
+
+// Runs `h`, unless it is a barrier node met inside a callback's rcu_barrier(): that one waits
+// (in order) until the callback returns.
+void invoke_or_defer(rcu_state& st, rcu_head* h) {
+  if (tls_barrier_depth > 0 && h->func == &barrier_node::signal) {
+    h->next = nullptr;
+    *tls_deferred_tail = h;
+    tls_deferred_tail = &h->next;
+    return;
+  }
+  invoke(st, h);
+}
+
+void signal_deferred_barriers() {
+  rcu_head* h = tls_deferred_first;
+  tls_deferred_first = nullptr;
+  tls_deferred_tail = &tls_deferred_first;
+  while (h) {
+    rcu_head* const next = h->next;  // read first: the waiter may return and free it
+    h->func(h);
+    h = next;
   }
 }
 
@@ -60,7 +99,8 @@ void run_batch(rcu_state& st, rcu_head* newest_first) {
   while (fifo) {
     rcu_head* const h = fifo;
     fifo = h->next;  // advanced first: the callback may free its node
-    invoke(st, h);
+    invoke_or_defer(st, h);
+    if (tls_barrier_depth == 0) signal_deferred_barriers();  // a top-level callback returned
   }
   tls_batch_rest = outer;
 }
@@ -117,17 +157,21 @@ void barrier_from_callback(rcu_state& st) {
   // The callback thread cannot wait for a barrier node only it can run: it runs what the
   // barrier waits for itself. First the rest of the batch in progress (its grace period
   // has passed), then everything queued since (after a grace period, in run_batch).
+  // Barrier nodes met on the way were queued after the calling callback: they signal once
+  // it has returned.
+  ++tls_barrier_depth;
   if (tls_batch_rest) {
     rcu_head*& rest = *tls_batch_rest;
     while (rest) {
       rcu_head* const h = rest;
       rest = h->next;
-      invoke(st, h);
+      invoke_or_defer(st, h);
     }
   }
   if (rcu_head* newer = st.callbacks.head.exchange(nullptr, std::memory_order_acquire)) {
     run_batch(st, newer);
   }
+  --tls_barrier_depth;
 }
 
 void rcu_enqueue(rcu_domain& domain, rcu_head* head) noexcept {
@@ -161,17 +205,6 @@ struct function_node final : detail::rcu_head {
   std::function<void()> fn;
 };
 
-// A node that signals a waiter when the callback thread reaches it.
-struct barrier_node final : detail::rcu_head {
-  barrier_node() { func = &run; }
-  static void run(detail::rcu_head* h) {
-    auto* self = static_cast<barrier_node*>(h);
-    self->done.store(1, std::memory_order_release);
-    detail::futex_wake_all(self->done);
-  }
-  std::atomic<std::uint32_t> done{0};
-};
-
 }  // namespace
 
 void rcu_call(rcu_domain& domain, std::function<void()> fn) {
@@ -194,7 +227,7 @@ void rcu_barrier(rcu_domain& domain) noexcept {
     listed.emplace(st);
   } catch (...) {  // out of memory for the name: wait unlisted
   }
-  barrier_node node;
+  detail::barrier_node node;
   detail::rcu_enqueue(domain, &node);
   while (node.done.load(std::memory_order_acquire) == 0)
     detail::futex_wait(node.done, 0);

@@ -39,7 +39,7 @@ TEST(RcuContract, QsbrBarrierFromAnOnlineThreadReturnsAndLeavesItOnline) {
 // batch.
 void barrier_from_a_callback(rcu_domain& d) {
   std::atomic<bool> inner_ran{false}, sibling_ran{false}, inner_ran_at_barrier{false},
-      sibling_ran_at_barrier{false};
+      sibling_ran_at_barrier{false}, outer_done{false};
   finishes_or_abort(
       [&] {
         rcu_call(d, [&] {
@@ -47,11 +47,17 @@ void barrier_from_a_callback(rcu_domain& d) {
           rcu_barrier(d);
           inner_ran_at_barrier = inner_ran.load();
           sibling_ran_at_barrier = sibling_ran.load();
+          outer_done = true;
         });
         rcu_call(d, [&] { sibling_ran = true; });  // after it in the same batch, or the next
         rcu_barrier(d);
       },
       generous, "rcu_barrier() called from an RCU callback");
+  // The outer barrier was queued after the callback: it returns only once that callback has
+  // returned, even though the callback's own barrier ran the rest of its batch early.
+  EXPECT_TRUE(outer_done.load()) << d.name()
+                                 << ": rcu_barrier returned before a callback "
+                                    "queued before it had finished";
   EXPECT_TRUE(inner_ran_at_barrier.load()) << d.name();
   // The sibling was queued before the inner barrier only if it was queued before that
   // callback ran; either way it has run once the outer barrier returned.
