@@ -247,7 +247,10 @@ class workqueue {
 
  private:
   friend struct detail::wq_access;
-  std::unique_ptr<detail::wq_impl> impl_;
+  // Owned: deleted by the destructor, except at process exit, when running items may still
+  // reach it through this object, so the destructor leaves it (and this pointer) untouched.
+  // (Not a unique_ptr: its destructor would write the pointer those items read.)
+  detail::wq_impl* const impl_;
 };
 
 // The system's shared queues (kernel: system_wq, system_highpri_wq, system_unbound_wq,

@@ -336,7 +336,7 @@ void ensure_exit_hook(wq_impl& wq);
 void number_queue(wq_impl& wq) noexcept;
 // A queue destroyed after exit began: its state is kept (reachable, never freed) instead of
 // waiting for its running items; workers may still touch it until the process ends.
-void keep_until_exit(std::unique_ptr<wq_impl> wq);
+void keep_until_exit(wq_impl* wq);
 
 // ---- worker.cpp: workers and concurrency management ---------------------------------------
 void kick_pool_locked(pool& p)

@@ -143,10 +143,11 @@ void number_queue(wq_impl& wq) noexcept {
   wq.serial = g_completed_serial.fetch_add(1, std::memory_order_acq_rel) + 1;
 }
 
-void keep_until_exit(std::unique_ptr<wq_impl> wq) {
-  static never_destroyed<std::pair<mutex, std::vector<std::unique_ptr<wq_impl>>>> kept;
+void keep_until_exit(wq_impl* wq) {
+  // Reachable from here, so leak checkers do not report it; never freed.
+  static never_destroyed<std::pair<mutex, std::vector<wq_impl*>>> kept;
   lock_guard guard(kept.get().first);
-  kept.get().second.push_back(std::move(wq));
+  kept.get().second.push_back(wq);
 }
 
 pool& bound_pool(int cpu, bool highpri) {

@@ -144,7 +144,7 @@ bool wq_impl::in_flight() const noexcept {
 using detail::wq_access;
 
 workqueue::workqueue(std::string name, wq_options options)
-    : impl_(std::make_unique<detail::wq_impl>(std::move(name), options)) {
+    : impl_(std::make_unique<detail::wq_impl>(std::move(name), options).release()) {
   detail::number_queue(*impl_);  // the last step: construction has completed
 }
 
@@ -153,10 +153,11 @@ workqueue::~workqueue() {
   // At exit nothing waits for user code: what is queued is being dropped, and a running
   // item may be waiting for a static object destroyed after us. The queue's state stays.
   if (detail::process_exiting()) {
-    detail::keep_until_exit(std::move(impl_));
+    detail::keep_until_exit(impl_);
     return;
   }
   drain();
+  delete impl_;
 }
 
 const std::string& workqueue::name() const noexcept {
