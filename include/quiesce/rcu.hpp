@@ -58,13 +58,12 @@ class rcu_domain;
 
 namespace detail {
 
-// A queued callback: intrusive, so rcu_obj_base::retire() needs no allocation.
+// A queued callback: intrusive, so rcu_obj_base::retire() needs no allocation. Trivially
+// copyable, as [saferecl.rcu.base] requires of rcu_obj_base; the member names are reserved
+// ones, so that they never collide with a name in a class derived from rcu_obj_base.
 struct rcu_head {
-  rcu_head() = default;
-  rcu_head(const rcu_head&) noexcept {}  // links are never copied
-  rcu_head& operator=(const rcu_head&) noexcept { return *this; }
-  rcu_head* next = nullptr;           // L: the callback queue
-  void (*func)(rcu_head*) = nullptr;  // runs (and disposes of) the callback
+  rcu_head* _Qrcu_next = nullptr;           // the callback queue's link
+  void (*_Qrcu_func)(rcu_head*) = nullptr;  // runs (and disposes of) the callback
 };
 
 // Queues `head` on the domain's callback thread. Never allocates, never throws.
@@ -221,7 +220,7 @@ void rcu_barrier(rcu_domain& domain = rcu_default_domain()) noexcept;
 namespace detail {
 template <typename T, typename D>
 struct retire_node final : rcu_head {
-  retire_node(T* p, D d) : ptr(p), deleter(std::move(d)) { func = &run; }
+  retire_node(T* p, D d) : ptr(p), deleter(std::move(d)) { _Qrcu_func = &run; }
   static void run(rcu_head* h) {
     std::unique_ptr<retire_node> self(static_cast<retire_node*>(h));
     self->deleter(self->ptr);
@@ -244,10 +243,10 @@ void rcu_retire(T* p, D deleter = D(), rcu_domain& domain = rcu_default_domain()
 template <typename T, typename D = std::default_delete<T>>
 class rcu_obj_base : private detail::rcu_head {
  public:
-  void retire(D deleter = D(), rcu_domain& domain = rcu_default_domain()) noexcept {
-    deleter_ = std::move(deleter);
-    func = &reclaim;
-    detail::rcu_enqueue(domain, this);
+  void retire(D __d = D(), rcu_domain& __dom = rcu_default_domain()) noexcept {
+    _Qrcu_deleter = std::move(__d);
+    this->_Qrcu_func = &_Qrcu_reclaim;
+    detail::rcu_enqueue(__dom, this);
   }
 
  protected:
@@ -259,12 +258,12 @@ class rcu_obj_base : private detail::rcu_head {
   ~rcu_obj_base() = default;
 
  private:
-  static void reclaim(detail::rcu_head* h) {
-    auto* self = static_cast<rcu_obj_base*>(h);
-    D deleter = std::move(self->deleter_);
-    deleter(static_cast<T*>(self));
+  static void _Qrcu_reclaim(detail::rcu_head* __h) {
+    auto* __self = static_cast<rcu_obj_base*>(__h);
+    D __d = std::move(__self->_Qrcu_deleter);
+    __d(static_cast<T*>(__self));
   }
-  [[no_unique_address]] D deleter_{};
+  [[no_unique_address]] D _Qrcu_deleter{};
 };
 
 // ---- Extensions (not in P2545) ----

@@ -1,7 +1,12 @@
 // Callbacks: rcu_retire / rcu_call / retire queue on the domain's callback thread, which
-// takes everything queued, waits one grace period for the batch, then runs it in order.
+// takes everything queued, waits one grace period for the batch, then runs it in order;
+// the thread's start (at load) and its part in fork (a pause point between callbacks).
 #include <fmt/format.h>
+#include <pthread.h>
 
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <optional>
 #include <stdexcept>
 #include <thread>
@@ -14,8 +19,7 @@
 
 namespace quiesce::detail {
 
-bool barrier_inside_reader(rcu_state& st);
-bool on_callback_thread_of(const rcu_state& st) noexcept;
+bool barrier_inside_reader(rcu_state& st) noexcept;
 void barrier_from_callback(rcu_state& st);
 
 namespace {
@@ -24,7 +28,7 @@ constexpr std::uint64_t coalesce_ns = 1'000'000;  // a rate limit, not a synchro
 
 // A node that signals a waiter when the callback thread reaches it (rcu_barrier).
 struct barrier_node final : rcu_head {
-  barrier_node() { func = &signal; }
+  barrier_node() { _Qrcu_func = &signal; }
   static void signal(rcu_head* h) {
     auto* self = static_cast<barrier_node*>(h);
     self->done.store(1, std::memory_order_release);
@@ -45,7 +49,7 @@ thread_local rcu_head** tls_deferred_tail = &tls_deferred_first;
 
 void invoke(rcu_state& st, rcu_head* h) {
   try {
-    h->func(h);
+    h->_Qrcu_func(h);
   } catch (const std::exception& e) {
     st.callbacks.exceptions.fetch_add(1, std::memory_order_relaxed);
     log(log_level::err, fmt::format("{}: an RCU callback threw: {}", st.name, e.what()));
@@ -58,10 +62,10 @@ void invoke(rcu_state& st, rcu_head* h) {
 // Runs `h`, unless it is a barrier node met inside a callback's rcu_barrier(): that one waits
 // (in order) until the callback returns.
 void invoke_or_defer(rcu_state& st, rcu_head* h) {
-  if (tls_barrier_depth > 0 && h->func == &barrier_node::signal) {
-    h->next = nullptr;
+  if (tls_barrier_depth > 0 && h->_Qrcu_func == &barrier_node::signal) {
+    h->_Qrcu_next = nullptr;
     *tls_deferred_tail = h;
-    tls_deferred_tail = &h->next;
+    tls_deferred_tail = &h->_Qrcu_next;
     return;
   }
   invoke(st, h);
@@ -72,41 +76,78 @@ void signal_deferred_barriers() {
   tls_deferred_first = nullptr;
   tls_deferred_tail = &tls_deferred_first;
   while (h) {
-    rcu_head* const next = h->next;  // read first: the waiter may return and free it
-    h->func(h);
+    rcu_head* const next = h->_Qrcu_next;  // read first: the waiter may return and free it
+    h->_Qrcu_func(h);
     h = next;
   }
 }
 
-void run_batch(rcu_state& st, rcu_head* newest_first) {
-  // The stack holds the newest first: reverse it so callbacks run in queueing order.
-  rcu_head* fifo = nullptr;
-  std::uint64_t count = 0;
-  while (newest_first) {
-    rcu_head* next = newest_first->next;
-    newest_first->next = fifo;
-    fifo = newest_first;
-    newest_first = next;
+// Before each top-level callback: if a fork is being prepared, stop here (never inside a
+// callback) until the parent lets us go on. `busy` is set while the thread is not at such
+// a point.
+void pause_point(rcu_callbacks& cb) noexcept {
+  while (cb.pause.load(std::memory_order_seq_cst) != 0) {
+    cb.busy.store(0, std::memory_order_seq_cst);
+    futex_wake_all(cb.busy);
+    while (cb.pause.load(std::memory_order_seq_cst) != 0)
+      futex_wait(cb.pause, 1);
+    cb.busy.store(1, std::memory_order_seq_cst);
+  }
+}
+
+void leave_busy(rcu_callbacks& cb) noexcept {
+  cb.busy.store(0, std::memory_order_seq_cst);
+  if (cb.pause.load(std::memory_order_seq_cst) != 0) futex_wake_all(cb.busy);
+}
+
+// Reverses a list (a stack, newest first, into queueing order, or back); counts it.
+rcu_head* reversed(rcu_head* list, std::uint64_t& count) noexcept {
+  rcu_head* out = nullptr;
+  while (list) {
+    rcu_head* next = list->_Qrcu_next;
+    list->_Qrcu_next = out;
+    out = list;
+    list = next;
     ++count;
   }
-  synchronize(st);  // one grace period for the whole batch
+  return out;
+}
+
+// Runs `fifo` (queueing order, `count` callbacks) after one grace period. `top`: called by
+// the thread's loop (not by a barrier inside a callback), which published it in `in_hand`.
+void run_batch(rcu_state& st, rcu_head* fifo, std::uint64_t count, bool top) {
   rcu_callbacks& cb = st.callbacks;
+  synchronize(st);  // one grace period for the whole batch
   // Counted before they run, so a barrier's waiter (woken by its own node) sees them.
   cb.invoked.fetch_add(count, std::memory_order_relaxed);
   cb.batches.fetch_add(1, std::memory_order_relaxed);
   rcu_head** const outer = tls_batch_rest;
   tls_batch_rest = &fifo;  // a nested rcu_barrier() runs the rest of the batch
+  if (top) cb.busy.store(1, std::memory_order_seq_cst);
   while (fifo) {
+    if (top) {
+      cb.in_hand.store(fifo, std::memory_order_release);  // what a fork child runs again
+      pause_point(cb);
+    }
     rcu_head* const h = fifo;
-    fifo = h->next;  // advanced first: the callback may free its node
+    fifo = h->_Qrcu_next;  // advanced first: the callback may free its node
     invoke_or_defer(st, h);
     if (tls_barrier_depth == 0) signal_deferred_barriers();  // a top-level callback returned
   }
   tls_batch_rest = outer;
+  if (top) {
+    cb.in_hand.store(nullptr, std::memory_order_release);
+    leave_busy(cb);
+  }
 }
 
-void callback_thread(rcu_state& st) {
-  set_this_thread_name(fmt::format("{}_cb", st.name));
+void* callback_thread(void* arg) {
+  rcu_state& st = *static_cast<rcu_state*>(arg);
+  {
+    char name[thread_name_len] = {};
+    std::snprintf(name, sizeof(name), "%s_cb", st.name);
+    set_this_thread_name(name);
+  }
   tls_callback_domain = &st;
   rcu_callbacks& cb = st.callbacks;
   std::uint64_t last_batch_ns = 0;
@@ -121,7 +162,15 @@ void callback_thread(rcu_state& st) {
         std::this_thread::sleep_for(std::chrono::nanoseconds(coalesce_ns - since));
       }
       last_batch_ns = now_ns();
-      run_batch(st, cb.head.exchange(nullptr, std::memory_order_acquire));
+      // Taken and published together, never while a fork is being prepared: a fork child
+      // finds the batch in `in_hand`.
+      cb.busy.store(1, std::memory_order_seq_cst);
+      pause_point(cb);
+      std::uint64_t count = 0;
+      rcu_head* const fifo = reversed(cb.head.exchange(nullptr, std::memory_order_acquire), count);
+      cb.in_hand.store(fifo, std::memory_order_release);
+      leave_busy(cb);
+      run_batch(st, fifo, count, /*top=*/true);
       continue;
     }
     // Sleep until a callback is queued (Dekker with rcu_enqueue on sleeping/head).
@@ -134,24 +183,80 @@ void callback_thread(rcu_state& st) {
   }
 }
 
-void start_thread(rcu_state& st) noexcept {
-  try {
-    std::call_once(st.callbacks.started, [&st] {
-      st.callbacks.thread = std::thread(callback_thread, std::ref(st));
-      st.callbacks.thread.detach();  // runs for the life of the process (see rcu.hpp)
-    });
-  } catch (const std::exception& e) {
-    log(log_level::err,
-        fmt::format("{}: cannot start the callback thread: {}; callbacks will not run", st.name,
-                    e.what()));
-  }
-}
-
 }  // namespace
 
 bool on_callback_thread_of(const rcu_state& st) noexcept {
   return tls_callback_domain == &st;
 }
+
+int start_callback_thread(rcu_state& st) noexcept {
+  rcu_callbacks& cb = st.callbacks;
+  if (cb.started.load(std::memory_order_acquire)) return 0;
+  std::lock_guard guard(cb.start_lock);
+  if (cb.started.load(std::memory_order_relaxed)) return 0;
+  pthread_attr_t attr;
+  if (const int err = ::pthread_attr_init(&attr); err != 0) return err;
+  ::pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);  // runs for the process
+  pthread_t thread;
+  const int err = ::pthread_create(&thread, &attr, &callback_thread, &st);
+  ::pthread_attr_destroy(&attr);
+  if (err != 0) return err;
+  cb.started.store(true, std::memory_order_release);
+  return 0;
+}
+
+void pause_callbacks_for_fork(rcu_state& st) noexcept {
+  rcu_callbacks& cb = st.callbacks;
+  cb.pause.store(1, std::memory_order_seq_cst);
+  if (on_callback_thread_of(st)) return;  // a callback forks: this is the thread
+  while (cb.busy.load(std::memory_order_seq_cst) != 0)
+    futex_wait(cb.busy, 1);
+}
+
+void resume_callbacks_after_fork(rcu_state& st) noexcept {
+  rcu_callbacks& cb = st.callbacks;
+  cb.pause.store(0, std::memory_order_seq_cst);
+  futex_wake_all(cb.pause);
+}
+
+void restart_callbacks_in_child(rcu_state& st) noexcept {
+  rcu_callbacks& cb = st.callbacks;
+  cb.pause.store(0, std::memory_order_relaxed);
+  cb.busy.store(0, std::memory_order_relaxed);
+  cb.sleeping.store(false, std::memory_order_relaxed);
+  if (!cb.started.load(std::memory_order_relaxed) || on_callback_thread_of(st)) {
+    // Never started; or a callback forked, and its thread goes on being the callback
+    // thread in the child.
+    return;
+  }
+  // The parent's thread is not in the child. The batch it held and had not run goes back
+  // to the queue, behind (older than) what was queued since: after a grace period of the
+  // child, a new thread runs it. A callback it had started ran in the parent.
+  std::uint64_t n = 0;
+  rcu_head* const older = reversed(cb.in_hand.exchange(nullptr, std::memory_order_relaxed), n);
+  rcu_head* stack = cb.head.load(std::memory_order_relaxed);
+  if (!stack) {
+    stack = older;
+  } else {
+    rcu_head* last = stack;
+    while (last->_Qrcu_next)
+      last = last->_Qrcu_next;
+    last->_Qrcu_next = older;
+  }
+  cb.head.store(stack, std::memory_order_relaxed);
+  cb.started.store(false, std::memory_order_relaxed);
+  (void)start_callback_thread(st);  // if it fails, the first callback or barrier aborts
+}
+
+// Every domain's callback thread starts when the library loads, so that no retire(),
+// rcu_call() or rcu_barrier() has to create a thread (and allocate) on its way. One that
+// cannot start then is tried again at the first callback, which aborts if it fails again.
+const bool callback_threads_at_load = [] {
+  for (rcu_kind k : {rcu_kind::memb, rcu_kind::qsbr, rcu_kind::tasks})
+    (void)start_callback_thread(state_of(k));
+  rcu_watchdog_install();  // the stall detector, ready before the first grace period
+  return true;
+}();
 
 void barrier_from_callback(rcu_state& st) {
   // The callback thread cannot wait for a barrier node only it can run: it runs what the
@@ -164,12 +269,14 @@ void barrier_from_callback(rcu_state& st) {
     rcu_head*& rest = *tls_batch_rest;
     while (rest) {
       rcu_head* const h = rest;
-      rest = h->next;
+      rest = h->_Qrcu_next;
       invoke_or_defer(st, h);
     }
   }
   if (rcu_head* newer = st.callbacks.head.exchange(nullptr, std::memory_order_acquire)) {
-    run_batch(st, newer);
+    std::uint64_t count = 0;
+    rcu_head* const fifo = reversed(newer, count);
+    run_batch(st, fifo, count, /*top=*/false);
   }
   --tls_barrier_depth;
 }
@@ -177,11 +284,16 @@ void barrier_from_callback(rcu_state& st) {
 void rcu_enqueue(rcu_domain& domain, rcu_head* head) noexcept {
   rcu_state& st = state_of(domain);
   rcu_callbacks& cb = st.callbacks;
-  start_thread(st);
+  if (!cb.started.load(std::memory_order_acquire)) [[unlikely]] {
+    if (const int err = start_callback_thread(st); err != 0) {
+      rcu_die("%s: cannot start the callback thread: %s; no callback could ever run", st.name,
+              std::strerror(err));
+    }
+  }
   cb.queued.fetch_add(1, std::memory_order_relaxed);
   rcu_head* old = cb.head.load(std::memory_order_relaxed);
   do {
-    head->next = old;
+    head->_Qrcu_next = old;
   } while (!cb.head.compare_exchange_weak(old, head, std::memory_order_seq_cst,
                                           std::memory_order_relaxed));
   if (cb.sleeping.load(std::memory_order_seq_cst)) {
@@ -197,7 +309,7 @@ namespace quiesce {
 namespace {
 
 struct function_node final : detail::rcu_head {
-  explicit function_node(std::function<void()> f) : fn(std::move(f)) { func = &run; }
+  explicit function_node(std::function<void()> f) : fn(std::move(f)) { _Qrcu_func = &run; }
   static void run(detail::rcu_head* h) {
     std::unique_ptr<function_node> self(static_cast<function_node*>(h));
     self->fn();

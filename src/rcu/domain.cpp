@@ -1,12 +1,17 @@
-// The three RCU domains: their objects, reader registration, online/offline and
-// quiescent-state reports.
+// The three RCU domains: their objects, reader registration (in thread-local storage) and
+// unregistration at thread exit, online/offline and quiescent-state reports.
 #include <linux/membarrier.h>
 #include <sched.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <pthread.h>
+#include <sys/prctl.h>
+
+#include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <stdexcept>
 
 #include "../base/blocking_hook.hpp"
@@ -58,28 +63,39 @@ bool init_membarrier() noexcept {
 }
 const bool membarrier_ready = init_membarrier();
 
-// Unregisters the thread from a domain when it exits (taking it offline first).
-struct registration {
-  rcu_state* st = nullptr;
-  rcu_reader_entry entry;
-  ~registration();
-};
+// Registration lives in the thread's own storage (rcu_reader_entry, internal.hpp). A thread
+// is unregistered when it exits by a pthread key destructor: glibc runs those after every
+// C++ thread_local destructor of the thread (__call_tls_dtors, then the keys), so a read-side
+// section entered in any thread_local destructor is still seen by grace periods. A thread
+// that registers again from a later key destructor arms the key again and is unregistered
+// in the next round.
+thread_local constinit rcu_reader_entry memb_entry;
+thread_local constinit rcu_reader_entry qsbr_entry;
+thread_local constinit rcu_reader_entry tasks_entry;
+thread_local constinit int exit_rounds = 0;  // W: key destructor rounds run so far
 
-thread_local registration memb_registration;
-thread_local registration qsbr_registration;
-thread_local registration tasks_registration;
+void on_thread_exit(void*) noexcept;
+
+// Created before main (and on first use by a static initialiser that runs earlier), so its
+// index is small and pthread_setspecific never allocates a second-level block.
+pthread_key_t exit_key() noexcept {
+  static const pthread_key_t key = [] {
+    pthread_key_t k;
+    if (const int err = ::pthread_key_create(&k, &on_thread_exit); err != 0) {
+      rcu_die("rcu: cannot create the thread-exit key: %s", std::strerror(err));
+    }
+    return k;
+  }();
+  return key;
+}
+const bool ready_at_load = [] {
+  (void)exit_key();
+  install_fork_handlers();
+  return true;
+}();
 
 void wake_writer(std::atomic<std::uint32_t>& waiting) noexcept {
   if (waiting.exchange(0, std::memory_order_seq_cst) != 0) futex_wake_all(waiting);
-}
-
-void register_thread(rcu_state& st, registration& reg, std::atomic<std::uint64_t>& word) {
-  reg.st = &st;
-  reg.entry.word = &word;
-  reg.entry.tid = this_thread_tid();
-  reg.entry.name = this_thread_name();
-  std::lock_guard guard(st.registry_lock);
-  st.readers.push_back(&reg.entry);
 }
 
 qs_shared& shared_of(rcu_kind k) noexcept {
@@ -87,6 +103,43 @@ qs_shared& shared_of(rcu_kind k) noexcept {
 }
 qs_reader& tls_of(rcu_kind k) noexcept {
   return k == rcu_kind::qsbr ? tls_qsbr : tls_tasks;
+}
+rcu_reader_entry& entry_of(rcu_kind k) noexcept {
+  switch (k) {
+    case rcu_kind::memb:
+      return memb_entry;
+    case rcu_kind::qsbr:
+      return qsbr_entry;
+    case rcu_kind::tasks:
+      break;
+  }
+  return tasks_entry;
+}
+bool& registered_flag(rcu_kind k) noexcept {
+  return k == rcu_kind::memb ? tls_memb.registered : tls_of(k).registered;
+}
+std::atomic<std::uint32_t>& waiting_of(rcu_kind k) noexcept {
+  return k == rcu_kind::memb ? memb.waiting : shared_of(k).waiting;
+}
+
+// Puts the calling thread into the registry of domain `k`. Never allocates.
+void register_thread(rcu_kind k, std::atomic<std::uint64_t>& word) noexcept {
+  if (exit_rounds >= PTHREAD_DESTRUCTOR_ITERATIONS) {
+    rcu_die("rcu: a thread registered with %s in its last thread-exit round; it could not be "
+            "unregistered",
+            state_of(k).name);
+  }
+  if (const int err = ::pthread_setspecific(exit_key(), &memb_entry); err != 0) {
+    rcu_die("rcu: cannot arm the thread-exit handler: %s", std::strerror(err));
+  }
+  rcu_reader_entry& e = entry_of(k);
+  e.word = &word;
+  this_thread_name_into(e.name);
+  rcu_state& st = state_of(k);
+  std::lock_guard guard(st.registry_lock);
+  e.tid = this_thread_tid();
+  st.readers.push_back(&e);
+  registered_flag(k) = true;
 }
 
 void qs_online(rcu_kind k) noexcept {
@@ -102,17 +155,23 @@ void qs_offline(rcu_kind k) noexcept {
   wake_writer(shared_of(k).waiting);
 }
 
-registration::~registration() {
-  if (!st) return;
-  if (st->kind != rcu_kind::memb) {
-    qs_offline(st->kind);
-  }
+void unregister_thread(rcu_kind k) noexcept {
+  rcu_reader_entry& e = entry_of(k);
+  if (!registered_flag(k)) return;
+  if (k != rcu_kind::memb) qs_offline(k);
+  rcu_state& st = state_of(k);
   {
-    std::lock_guard guard(st->registry_lock);
-    st->readers.erase(&entry);
+    std::lock_guard guard(st.registry_lock);
+    st.readers.erase(&e);
   }
-  // Our exit may be what a waiting grace period needs.
-  wake_writer(st->kind == rcu_kind::memb ? memb.waiting : shared_of(st->kind).waiting);
+  registered_flag(k) = false;  // a later lock()/online registers again
+  wake_writer(waiting_of(k));  // our exit may be what a waiting grace period needs
+}
+
+void on_thread_exit(void*) noexcept {
+  ++exit_rounds;
+  for (rcu_kind k : {rcu_kind::memb, rcu_kind::qsbr, rcu_kind::tasks})
+    unregister_thread(k);
 }
 
 rcu_kind kind_of(rcu_domain& d) noexcept {
@@ -122,8 +181,42 @@ rcu_kind kind_of(rcu_domain& d) noexcept {
 
 }  // namespace
 
+rcu_state& state_of(rcu_kind k) noexcept {
+  return *states()[static_cast<int>(k)];
+}
+
 rcu_state& state_of(rcu_domain& d) noexcept {
-  return *states()[static_cast<int>(kind_of(d))];
+  return state_of(kind_of(d));
+}
+
+void this_thread_name_into(char (&out)[thread_name_len]) noexcept {
+  char buf[thread_name_len] = {};
+  if (::prctl(PR_GET_NAME, buf) != 0) buf[0] = '\0';
+  buf[thread_name_len - 1] = '\0';
+  std::memcpy(out, buf, sizeof(buf));
+}
+
+void rcu_die(const char* format, ...) noexcept {
+  std::va_list args;
+  va_start(args, format);
+  std::fputs("quiesce: ", stderr);
+  std::vfprintf(stderr, format, args);
+  std::fputc('\n', stderr);
+  va_end(args);
+  std::abort();
+}
+
+void reset_registry_in_child(rcu_state& st) noexcept {
+  // Only the forking thread exists in the child: every other entry names a thread that is
+  // gone (its storage is still mapped, never to change again).
+  rcu_reader_entry* mine = &entry_of(st.kind);
+  for (rcu_reader_entry* r = st.readers.front(); r;) {
+    rcu_reader_entry* const next = st.readers.next(r);
+    if (r != mine) st.readers.erase(r);
+    r = next;
+  }
+  if (mine->node.linked()) mine->tid = this_thread_tid();
+  waiting_of(st.kind).store(0, std::memory_order_relaxed);
 }
 
 rcu_state* const* all_states(std::size_t& n) noexcept {
@@ -142,13 +235,7 @@ void memb_nesting_overflow() noexcept {
 }
 
 void memb_register_slow() noexcept {
-  try {
-    register_thread(*states()[0], memb_registration, tls_memb.word);
-    tls_memb.registered = true;
-  } catch (...) {
-    // Out of memory for the thread name: register without it rather than read unprotected.
-    tls_memb.registered = true;
-  }
+  register_thread(rcu_kind::memb, tls_memb.word);
 }
 
 void memb_wake_writer() noexcept {
@@ -195,12 +282,7 @@ void rcu_thread_online(rcu_domain& domain) {
     throw std::invalid_argument("domain: the default domain registers its readers itself");
   }
   detail::qs_reader& r = detail::tls_of(k);
-  if (!r.registered) {
-    detail::register_thread(
-        detail::state_of(domain),
-        k == rcu_kind::qsbr ? detail::qsbr_registration : detail::tasks_registration, r.ctr);
-    r.registered = true;
-  }
+  if (!r.registered) detail::register_thread(k, r.ctr);
   detail::qs_online(k);
 }
 

@@ -5,6 +5,11 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <system_error>
+
 #include "../base/futex.hpp"
 #include "internal.hpp"
 #include "quiesce/clock.hpp"
@@ -19,9 +24,17 @@ namespace {
 
 // The writer's side of the read-side barrier: with membarrier, every thread of the process
 // executes a full barrier (so readers need only compiler barriers); otherwise a fence.
+// The mode is decided once, before main: readers that saw membarrier registered use
+// compiler barriers only, so falling back to a fence here would be unsound - a failure of
+// the registered command aborts.
 void master_barrier(const rcu_state& st) noexcept {
   if (st.kind == rcu_kind::memb && memb.membarrier.load(std::memory_order_relaxed)) {
-    if (::syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0) return;
+    if (::syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) != 0) {
+      rcu_die("rcu: membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) failed after it was "
+              "registered: %s; readers rely on it, so no grace period can be sound",
+              std::strerror(errno));
+    }
+    return;
   }
   std::atomic_thread_fence(std::memory_order_seq_cst);
 }
@@ -31,7 +44,7 @@ std::atomic<std::uint32_t>& waiting_of(const rcu_state& st) noexcept {
   return st.kind == rcu_kind::qsbr ? qsbr.waiting : tasks.waiting;
 }
 
-bool any_holdout(rcu_state& st, std::uint64_t target) {
+bool any_holdout(rcu_state& st, std::uint64_t target) noexcept {
   std::lock_guard guard(st.registry_lock);
   for (rcu_reader_entry* r = st.readers.front(); r; r = st.readers.next(r)) {
     if (holds_grace_period(st.kind, r->word->load(std::memory_order_acquire), target)) {
@@ -43,7 +56,7 @@ bool any_holdout(rcu_state& st, std::uint64_t target) {
 
 // Waits until no registered thread holds `target`: a short spin, then sleep until a reader
 // leaves its section (or reports, or goes offline, or exits) and wakes us.
-void wait_for_readers(rcu_state& st, std::uint64_t target) {
+void wait_for_readers(rcu_state& st, std::uint64_t target) noexcept {
 #if defined(QUIESCE_RCU_BROKEN_FOR_TESTS)
   (void)st;
   (void)target;
@@ -66,11 +79,11 @@ void wait_for_readers(rcu_state& st, std::uint64_t target) {
   }
 }
 
-void run_grace_period(rcu_state& st, std::uint64_t n) {
+void run_grace_period(rcu_state& st, std::uint64_t n) noexcept {
   const std::uint64_t start = now_ns();
   st.gp_start_ns.store(start, std::memory_order_relaxed);
   st.gp_started.store(n, std::memory_order_seq_cst);
-  rcu_watchdog_install();
+  rcu_watchdog_install();  // done at load; a no-op here
   watchdog_hold();  // the stall detector runs while a grace period is in progress
   if (trace::enabled()) {
     trace::emit({.ts_ns = start,
@@ -109,26 +122,45 @@ void run_grace_period(rcu_state& st, std::uint64_t n) {
   watchdog_release();
 }
 
+std::uint64_t first_grace_period_from_now(const rcu_state& st) noexcept {
+  // Ordered after the caller's earlier stores (the removal), as the kernel's
+  // get_state_synchronize_rcu() starts with smp_mb(): a grace period that started before
+  // the removal was visible must not count. A seq_cst load alone is no such fence on x86.
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  std::uint64_t want = st.gp_started.load(std::memory_order_seq_cst) + 1;
+#if defined(QUIESCE_RCU_EARLY_FOR_TESTS)
+  --want;  // deliberately broken: the grace period in progress counts (tests/stress only)
+#endif
+  return want;
+}
+
+void lock_or_die(std::mutex& m, const char* what) noexcept {
+  try {
+    m.lock();
+  } catch (const std::system_error& e) {
+    rcu_die("rcu: cannot lock %s: %s", what, e.what());
+  }
+}
+
 }  // namespace
+
+std::uint64_t rcu_first_grace_period_from_now(const rcu_state& st) noexcept {
+  return first_grace_period_from_now(st);
+}
 
 void synchronize(rcu_state& st) noexcept {
   st.sync_calls.fetch_add(1, std::memory_order_relaxed);
-  // Any grace period that starts after this point will do.
-  const std::uint64_t want = st.gp_started.load(std::memory_order_seq_cst) + 1;
-  try {
-    rcu_voluntary_block blocking;  // a Tasks quiescent state while we block
-    offline_for_wait offline(st);
-    listed_waiter listed(st);
-    std::lock_guard guard(st.gp_mutex);
-    if (st.gp_completed.load(std::memory_order_seq_cst) >= want) {
-      st.sync_shared.fetch_add(1, std::memory_order_relaxed);
-      return;
-    }
-    run_grace_period(st, st.gp_completed.load(std::memory_order_relaxed) + 1);
-  } catch (const std::exception& e) {
-    // Only allocation (waiter name) or lock failures can get here.
-    log(log_level::err, fmt::format("{}: rcu_synchronize() failed: {}", st.name, e.what()));
+  const std::uint64_t want = first_grace_period_from_now(st);  // any that starts from now
+  rcu_voluntary_block blocking;  // a Tasks quiescent state while we block
+  offline_for_wait offline(st);
+  listed_waiter listed(st);
+  lock_or_die(st.gp_mutex, "the grace-period mutex");
+  std::lock_guard guard(st.gp_mutex, std::adopt_lock);
+  if (st.gp_completed.load(std::memory_order_seq_cst) >= want) {
+    st.sync_shared.fetch_add(1, std::memory_order_relaxed);
+    return;
   }
+  run_grace_period(st, st.gp_completed.load(std::memory_order_relaxed) + 1);
 }
 
 }  // namespace quiesce::detail
@@ -139,15 +171,21 @@ using detail::rcu_state;
 
 namespace {
 
-bool misuse_inside_reader(rcu_state& st, const char* what) {
+bool misuse_inside_reader(rcu_state& st, const char* what) noexcept {
   if (st.kind != detail::rcu_kind::memb) return false;
   if ((detail::tls_memb.word.load(std::memory_order_relaxed) & detail::memb_nest_mask) == 0) {
     return false;
   }
   st.misuse.fetch_add(1, std::memory_order_relaxed);
-  log(log_level::err, fmt::format("{}: {}() called inside a read-side critical section; "
-                                  "returning without waiting",
-                                  st.name, what));
+  // Formatted on the stack; the report is dropped if the log itself cannot allocate.
+  char line[160];
+  std::snprintf(line, sizeof(line),
+                "%s: %s() called inside a read-side critical section; returning without waiting",
+                st.name, what);
+  try {
+    log(log_level::err, line);
+  } catch (...) {
+  }
   return true;
 }
 
@@ -160,7 +198,7 @@ void rcu_synchronize(rcu_domain& domain) noexcept {
 }
 
 rcu_cookie rcu_get_cookie(rcu_domain& domain) noexcept {
-  return {detail::state_of(domain).gp_started.load(std::memory_order_seq_cst) + 1};
+  return {detail::rcu_first_grace_period_from_now(detail::state_of(domain))};
 }
 
 bool rcu_poll_done(rcu_domain& domain, rcu_cookie cookie) noexcept {
@@ -168,7 +206,7 @@ bool rcu_poll_done(rcu_domain& domain, rcu_cookie cookie) noexcept {
 }
 
 namespace detail {
-bool barrier_inside_reader(rcu_state& st) {
+bool barrier_inside_reader(rcu_state& st) noexcept {
   return misuse_inside_reader(st, "rcu_barrier");
 }
 }  // namespace detail

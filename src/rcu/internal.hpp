@@ -1,10 +1,18 @@
 // Internal state of the RCU domains (src/rcu). Not installed.
 //
-// Each domain has: a registry of reader threads (pointers to their thread-local words), a
-// grace-period engine serialised by gp_mutex (concurrent rcu_synchronize callers share
-// grace periods through gp_started/gp_completed), a callback queue with its own thread,
-// and the list of threads blocked waiting on it (for the hung-waiter report).
-// Lock order: gp_mutex -> registry_lock; waiters_lock and stats_lock are leaves.
+// Each domain has: a registry of reader threads (entries in the threads' own thread-local
+// storage), a grace-period engine serialised by gp_mutex (concurrent rcu_synchronize
+// callers share grace periods through gp_started/gp_completed), a callback queue with its
+// own thread, and the list of threads blocked waiting on it (for the hung-waiter report).
+// Lock order: fork lock -> gp_mutex -> registry_lock; waiters_lock and stats_lock are leaves.
+//
+// Legend for the fields below: I immutable once published; A atomic (order at the use);
+// L: lock named; W written only by the owning thread; P the callback thread's, read by a
+// fork child handler only while the thread is paused (fork.cpp).
+//
+// Nothing on the paths of lock()/unlock(), retire(), rcu_synchronize() and rcu_barrier()
+// allocates from the heap: entries and waiter records live in thread-local storage or on
+// the caller's stack, and the callback threads start when the library loads.
 #pragma once
 
 #include <sys/types.h>
@@ -25,29 +33,48 @@ namespace quiesce::detail {
 
 enum class rcu_kind { memb, qsbr, tasks };
 
-// One registered thread of one domain.
+// Linux's TASK_COMM_LEN: a thread name and its terminating NUL.
+inline constexpr std::size_t thread_name_len = 16;
+
+// One registered thread of one domain. Lives in the thread's thread-local storage: constant-
+// initialised and trivially destructible, so it needs no allocation and stays valid until
+// the thread is gone - after every thread_local destructor, when the thread's exit handler
+// (a pthread key destructor, domain.cpp) unregisters it.
 struct rcu_reader_entry {
   std::atomic<std::uint64_t>* word = nullptr;  // I: the thread's TLS word or counter
-  pid_t tid = 0;                               // I
-  std::string name;                            // I
+  pid_t tid = 0;                               // L: registry_lock (rewritten in a fork child)
+  char name[thread_name_len] = {};             // I
   list_node node;                              // L: registry_lock
 };
 
 // A thread blocked in rcu_synchronize / rcu_barrier (on its stack while it waits).
 struct rcu_waiter {
-  pid_t tid = 0;
-  std::string name;
-  std::uint64_t since_ns = 0;
-  bool reported = false;  // L: waiters_lock
-  list_node node;         // L: waiters_lock
+  pid_t tid = 0;                    // I
+  char name[thread_name_len] = {};  // I
+  std::uint64_t since_ns = 0;       // I
+  bool reported = false;            // L: waiters_lock
+  list_node node;                   // L: waiters_lock
 };
+
+// The calling thread's name, without allocating (one prctl).
+void this_thread_name_into(char (&out)[thread_name_len]) noexcept;
+
+// Prints "quiesce: MESSAGE" to stderr and aborts: for a noexcept primitive that cannot
+// proceed (liburcu's urcu_die). Never allocates.
+[[noreturn]] void rcu_die(const char* format, ...) noexcept __attribute__((format(printf, 1, 2)));
 
 struct rcu_callbacks {
   std::atomic<rcu_head*> head{nullptr};  // A: new callbacks, a Treiber stack (newest first)
   std::atomic<std::uint32_t> wake{0};    // A: bumped to wake the thread
   std::atomic<bool> sleeping{false};     // A: seq_cst with head (Dekker)
-  std::once_flag started;
-  std::thread thread;  // started once, never joined (see rcu.hpp)
+  std::atomic<bool> started{false};      // A: the thread runs (never joined; see rcu.hpp)
+  std::mutex start_lock;                 // serialises starting the thread
+  // Fork (fork.cpp): `pause` asks the thread to stop before its next callback; `busy` says
+  // it may be inside one (Dekker, seq_cst). `in_hand` is the batch it took and has not run
+  // yet (oldest first), for a fork child to queue again.
+  std::atomic<std::uint32_t> pause{0};        // A
+  std::atomic<std::uint32_t> busy{0};         // A
+  std::atomic<rcu_head*> in_hand{nullptr};    // P
   std::atomic<std::uint64_t> queued{0}, invoked{0}, batches{0}, exceptions{0};  // A
 };
 
@@ -82,12 +109,9 @@ struct rcu_state {
 // Keeps a blocked caller listed (for the hung-waiter report) for its scope.
 class listed_waiter {
  public:
-  explicit listed_waiter(rcu_state& st) : st_(st) {
-    // Cached per thread: two syscalls per grace period otherwise.
-    thread_local const pid_t tid = this_thread_tid();
-    thread_local const std::string name = this_thread_name();
-    w_.tid = tid;
-    w_.name = name;
+  explicit listed_waiter(rcu_state& st) noexcept : st_(st) {
+    w_.tid = this_thread_tid();
+    this_thread_name_into(w_.name);
     w_.since_ns = now_ns();
     std::lock_guard guard(st_.waiters_lock);
     st_.waiters.push_back(&w_);
@@ -135,12 +159,31 @@ class offline_for_wait {
 };
 
 rcu_state& state_of(rcu_domain& d) noexcept;
+rcu_state& state_of(rcu_kind k) noexcept;
 rcu_state* const* all_states(std::size_t& n) noexcept;  // the three domains
 
-// Grace periods (grace_period.cpp).
+// Grace periods (grace_period.cpp): wait for one; the number of the first grace period that
+// starts after the call (a full fence first).
 void synchronize(rcu_state& st) noexcept;
+std::uint64_t rcu_first_grace_period_from_now(const rcu_state& st) noexcept;
 
 // The watchdog's RCU checks (stall.cpp).
 void rcu_watchdog_install() noexcept;
+
+// Callback threads (callbacks.cpp): start (0, or the error creating the thread); and,
+// for fork.cpp, stop them before their next callback / let them go on; in a fork child,
+// queue again what they held and start new ones.
+int start_callback_thread(rcu_state& st) noexcept;
+void pause_callbacks_for_fork(rcu_state& st) noexcept;
+void resume_callbacks_after_fork(rcu_state& st) noexcept;
+void restart_callbacks_in_child(rcu_state& st) noexcept;
+bool on_callback_thread_of(const rcu_state& st) noexcept;
+
+// Registry and readers (domain.cpp), for fork.cpp: in a fork child only the forking thread
+// exists; drop every other thread's entry and reset the wake-up words.
+void reset_registry_in_child(rcu_state& st) noexcept;
+
+// Installs the fork handlers (fork.cpp), once; called when the library loads.
+void install_fork_handlers() noexcept;
 
 }  // namespace quiesce::detail

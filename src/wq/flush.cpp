@@ -93,6 +93,7 @@ bool grab_pending(work& item, bool count_cancel) {
 }  // namespace detail
 
 bool work::flush() {
+  detail::refuse_in_forked_child("work::flush");
   if (current_work() == this) {
     throw std::logic_error("work::flush: " + name_ + " would wait for itself");
   }
@@ -116,6 +117,7 @@ bool work::flush() {
 }
 
 bool work::cancel() {
+  detail::refuse_in_forked_child("work::cancel");
   // A cancel_sync in progress owns the item's fate: return at once (kernel: -ENOENT).
   if (detail::work_disabled(flags_.load(std::memory_order_seq_cst))) return false;
   const bool was_pending = detail::grab_pending(*this, /*count_cancel=*/true);
@@ -124,6 +126,7 @@ bool work::cancel() {
 }
 
 bool work::cancel_sync() {
+  detail::refuse_in_forked_child("work::cancel_sync");
   if (current_work() == this) {
     throw std::logic_error("work::cancel_sync: " + name_ + " would wait for itself");
   }
@@ -140,6 +143,7 @@ bool work::cancel_sync() {
 }
 
 void workqueue::flush() {
+  detail::refuse_in_forked_child("workqueue::flush");
   if (detail::is_chained(*impl_)) {
     throw std::logic_error("workqueue::flush: " + impl_->name + " flushed from its own item");
   }
@@ -165,6 +169,7 @@ void workqueue::flush() {
 }
 
 void workqueue::drain() {
+  detail::refuse_in_forked_child("workqueue::drain");
   detail::wq_impl& wq = *impl_;
   wq.draining.fetch_add(1, std::memory_order_seq_cst);
   // Empty: no instance of this queue exists - none armed, queued, in transit or running

@@ -329,6 +329,10 @@ pool& unbound_pool(const cpu_set& cpus, int node, bool highpri);
 std::vector<pool*> all_pools();
 // True once the process has begun to exit (quiesce's exit hook ran): queueing is refused.
 bool process_exiting() noexcept;
+// In a fork() child of a process whose workqueues had started (registry.cpp): whether, and
+// a std::logic_error naming `what` if so.
+bool in_forked_child() noexcept;
+void refuse_in_forked_child(const char* what);
 // Called by a queue before its first queueing: makes sure quiesce's exit hook will run
 // before this queue's destructor (see the header's exit rules).
 void ensure_exit_hook(wq_impl& wq);

@@ -190,6 +190,7 @@ void queue_or_arm(detail::wq_impl& wq, int cpu, work& w, std::chrono::nanosecond
 
 // queue(), queue_on() and queue_delayed(): claim, check for refusal, queue or arm.
 bool queue_new(detail::wq_impl& wq, int cpu, work& w, std::chrono::nanoseconds delay) {
+  detail::refuse_in_forked_child("workqueue::queue");
   detail::ensure_exit_hook(wq);
   if (!claim_pending(w)) return false;
   if (detail::refuses_new_work(wq)) {
@@ -225,6 +226,7 @@ bool workqueue::queue_delayed_on(int cpu, delayed_work& w, std::chrono::nanoseco
 }
 
 bool workqueue::mod_delayed(delayed_work& w, std::chrono::nanoseconds delay) {
+  detail::refuse_in_forked_child("workqueue::mod_delayed");
   check_delay(delay);
   detail::wq_impl& wq = *impl_;
   detail::ensure_exit_hook(wq);

@@ -8,12 +8,19 @@
 // items that are (or land) on their lists instead of running them, and the timer drops what
 // it holds; running items finish on their workers. Nothing waits for a worker or joins one:
 // the threads end with the process.
+//
+// Fork: a child forked once the registry exists has the pools but not their workers (nor
+// the timer thread): every workqueue call there throws std::logic_error, a queue's
+// destructor does nothing, and the exit hook does nothing.
 #include <fmt/format.h>
+
+#include <pthread.h>
 
 #include <cstdlib>
 #include <map>
 #include <mutex>
 #include <stdexcept>
+#include <system_error>
 
 #include "../base/never_destroyed.hpp"
 #include "../base/thread_annotations.hpp"
@@ -28,6 +35,12 @@ namespace {
 std::atomic<std::uint64_t> g_completed_serial{0};  // A: acquire/release
 // Set once by the exit hook. Outside the registry, so asking does not create the pools.
 std::atomic<bool> g_exiting{false};  // A: seq_cst
+// Set in a child forked after the registry existed (its workers are not in the child).
+std::atomic<bool> g_forked_child{false};  // A: seq_cst
+
+void mark_forked_child() noexcept {
+  g_forked_child.store(true, std::memory_order_seq_cst);
+}
 
 class registry {
  public:
@@ -40,6 +53,10 @@ class registry {
       }
     }
     next_pool_id_ = id;
+    // From here on workers may exist, and a forked child would not have them.
+    if (const int err = ::pthread_atfork(nullptr, nullptr, &mark_forked_child); err != 0) {
+      throw std::system_error(err, std::generic_category(), "workqueue: pthread_atfork");
+    }
     watchdog_ = watchdog_register("workqueue", [this](std::uint64_t now, const watchdog_config& c) {
       wq_watchdog_check(all(), now, c);
     });
@@ -78,6 +95,7 @@ class registry {
     return out;
   }  // The exit hook: refuse new work, drop what is queued and armed. Never blocks on a worker.
   void begin_exit() {
+    if (in_forked_child()) return;  // the pools' locks may be held by threads not here
     if (g_exiting.exchange(true, std::memory_order_seq_cst)) return;
     std::vector<pool*> pools;
     {
@@ -161,6 +179,16 @@ std::vector<pool*> all_pools() {
 }
 bool process_exiting() noexcept {
   return g_exiting.load(std::memory_order_seq_cst);
+}
+bool in_forked_child() noexcept {
+  return g_forked_child.load(std::memory_order_seq_cst);
+}
+void refuse_in_forked_child(const char* what) {
+  if (!in_forked_child()) return;
+  throw std::logic_error(fmt::format(
+      "{}: this process is a fork() child of one that had started workqueues; their workers "
+      "do not exist here, so no workqueue can be used in it (exec, or use them in the parent)",
+      what));
 }
 void ensure_exit_hook(wq_impl& wq) {
   if (wq.exit_hook_checked.load(std::memory_order_relaxed)) return;

@@ -59,6 +59,8 @@ work::work(std::string name, std::function<void(work&)> fn)
 }
 
 work::~work() {
+  // In a fork child no worker runs it and no queue can take it: its state is the parent's.
+  if (detail::in_forked_child()) return;
   auto busy = [this] {
     return (flags_.load(std::memory_order_seq_cst) & detail::work_pending) ||
            running_id_.load(std::memory_order_seq_cst) != 0;

@@ -143,13 +143,21 @@ bool wq_impl::in_flight() const noexcept {
 
 using detail::wq_access;
 
+namespace {
+std::string checked_name(std::string name) {
+  detail::refuse_in_forked_child("workqueue");
+  return name;
+}
+}  // namespace
+
 workqueue::workqueue(std::string name, wq_options options)
-    : impl_(std::make_unique<detail::wq_impl>(std::move(name), options).release()) {
+    : impl_(std::make_unique<detail::wq_impl>(checked_name(std::move(name)), options).release()) {
   detail::number_queue(*impl_);  // the last step: construction has completed
 }
 
 workqueue::~workqueue() {
   if (impl_->system) return;
+  if (detail::in_forked_child()) return;  // no worker here: nothing to drain, nothing freed
   // At exit nothing waits for user code: what is queued is being dropped, and a running
   // item may be waiting for a static object destroyed after us. The queue's state stays.
   if (detail::process_exiting()) {
