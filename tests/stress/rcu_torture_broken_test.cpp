@@ -1,6 +1,8 @@
-// The torture test against a deliberately broken RCU (built with
-// QUIESCE_RCU_BROKEN_FOR_TESTS: grace periods do not wait for readers) must FAIL: proof
-// that the checker can catch the bug it guards against.
+// The torture test against a deliberately broken RCU must FAIL for every domain: proof
+// that the checker catches the bug it guards against. Linked against two broken builds:
+// QUIESCE_RCU_BROKEN_FOR_TESTS (grace periods do not wait for readers) and
+// QUIESCE_RCU_EARLY_FOR_TESTS (a grace period already in progress counts: it ends one
+// period early).
 #include <gtest/gtest.h>
 
 #include "rcu_torture.hpp"

@@ -1,6 +1,9 @@
 // rcutorture on each domain: short in the normal suites; QUIESCE_TORTURE_SECONDS=N for a
-// long run (./quiesce bench runs one).
+// long run (./quiesce bench runs one), which must also reach QUIESCE_TORTURE_MIN_GPS grace
+// periods per domain when that is set.
 #include <gtest/gtest.h>
+
+#include <cstdlib>
 
 #include "rcu_torture.hpp"
 
@@ -8,11 +11,16 @@ namespace quiesce {
 namespace {
 
 void torture(rcu_domain& d) {
-  const test::torture_result r = test::rcu_torture(d, test::torture_seconds(1.0));
+  const char* min = std::getenv("QUIESCE_TORTURE_MIN_GPS");
+  const std::uint64_t min_gps = min ? std::strtoull(min, nullptr, 10) : 0;
+  const test::torture_result r =
+      test::rcu_torture(d, test::torture_seconds(1.0), 2, /*stop_on_failure=*/false, min_gps);
   std::cout << r.report(d.name()) << "\n";
   EXPECT_FALSE(r.failed()) << r.report(d.name());
   EXPECT_GT(r.reads, 0u);
   EXPECT_GT(r.updates, 0u);
+  EXPECT_GT(r.exit_reads, 0u) << "no read ran in a thread-exit destructor";
+  EXPECT_GE(r.grace_periods, min_gps) << r.report(d.name());
 }
 
 TEST(RcuTorture, DefaultDomain) {

@@ -1,0 +1,209 @@
+// fork() without exec (issue 13, item 5), after liburcu's test_urcu_fork: children forked
+// while the parent's grace periods, readers and callbacks are busy must be able to
+// synchronize, retire and barrier - and so must their own children. Before the fix a child
+// never ran callbacks (rcu_barrier hung) and one forked during a grace period inherited its
+// mutex locked (its first rcu_synchronize deadlocked). Every child runs under a deadline: a
+// hang is a failure, never a hung suite.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "quiesce/clock.hpp"
+#include "quiesce/rcu.hpp"
+#include "quiesce/workqueue.hpp"
+#include "wait.hpp"
+
+namespace quiesce {
+namespace {
+
+// Child exit codes, so a failure names its step.
+enum child_status : int {
+  child_ok = 0,
+  child_callback_lost = 10,
+  child_retire_not_run = 11,
+  child_grandchild_failed = 12,
+  child_workqueue_accepted = 13,
+  child_parent_callback_lost = 14,
+};
+
+// Waits for `pid` for at most the generous deadline; kills it then. Its exit status, or -1
+// for a hang, or 128 + signal.
+int wait_child(pid_t pid) {
+  const std::uint64_t end =
+      now_ns() + static_cast<std::uint64_t>(std::chrono::nanoseconds(test::generous).count());
+  for (;;) {
+    int status = 0;
+    const pid_t r = ::waitpid(pid, &status, WNOHANG);
+    if (r == pid) {
+      if (WIFEXITED(status)) return WEXITSTATUS(status);
+      if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+      return -2;
+    }
+    if (now_ns() > end) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, &status, 0);
+      return -1;  // deadlocked
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));  // polling a child, not sync
+  }
+}
+
+struct retired final : rcu_obj_base<retired, void (*)(retired*)> {
+  static inline std::atomic<int>* freed = nullptr;
+};
+void free_retired(retired* r) {
+  retired::freed->fetch_add(1);
+  delete r;
+}
+
+// What every child (and grandchild) does: the three domains' grace periods, a retire and a
+// callback that must have run after a barrier.
+int exercise_rcu() {
+  for (rcu_domain* d : {&rcu_default_domain(), &rcu_qsbr_domain(), &rcu_tasks_domain()}) {
+    rcu_synchronize(*d);
+    std::atomic<bool> ran{false};
+    rcu_call(*d, [&ran] { ran = true; });
+    rcu_barrier(*d);
+    if (!ran.load()) return child_callback_lost;
+    std::atomic<int> freed{0};
+    retired::freed = &freed;
+    (new retired)->retire(&free_retired, *d);
+    rcu_barrier(*d);
+    if (freed.load() != 1) return child_retire_not_run;
+  }
+  return child_ok;
+}
+
+// The parent's busy background: a reader, a synchronizer and a callback stream per domain.
+class busy_parent {
+ public:
+  busy_parent() {
+    threads_.emplace_back([this] {
+      while (!stop_.load()) {
+        rcu_default_domain().lock();
+        for (int i = 0; i < 200; ++i)
+          std::atomic_signal_fence(std::memory_order_seq_cst);
+        rcu_default_domain().unlock();
+      }
+    });
+    threads_.emplace_back([this] {
+      rcu_thread_online(rcu_qsbr_domain());
+      while (!stop_.load())
+        rcu_quiescent_state(rcu_qsbr_domain());
+      rcu_thread_offline(rcu_qsbr_domain());
+    });
+    for (rcu_domain* d : {&rcu_default_domain(), &rcu_qsbr_domain(), &rcu_tasks_domain()}) {
+      threads_.emplace_back([this, d] {
+        while (!stop_.load())
+          rcu_synchronize(*d);
+      });
+      threads_.emplace_back([this, d] {
+        while (!stop_.load()) {
+          rcu_call(*d, [] {});
+          std::this_thread::yield();
+        }
+      });
+    }
+  }
+  ~busy_parent() {
+    stop_ = true;
+    for (auto& t : threads_)
+      t.join();
+  }
+
+ private:
+  std::atomic<bool> stop_{false};
+  std::vector<std::thread> threads_;
+};
+
+// A callback queued by the parent just before the fork ran in the parent or runs in the
+// child: either way the child's copy of the flag is set after its rcu_barrier.
+std::atomic<bool> parent_callback_ran{false};
+
+int child_body(int generations_left) {
+  rcu_barrier(rcu_default_domain());
+  if (!parent_callback_ran.load()) return child_parent_callback_lost;
+  if (const int rc = exercise_rcu(); rc != child_ok) return rc;
+  if (generations_left > 0) {
+    parent_callback_ran = false;
+    rcu_call(rcu_default_domain(), [] { parent_callback_ran = true; });
+    const pid_t pid = ::fork();
+    if (pid == 0) ::_exit(child_body(generations_left - 1));
+    if (wait_child(pid) != child_ok) return child_grandchild_failed;
+  }
+  return child_ok;
+}
+
+TEST(RcuFork, ChildrenForkedDuringGracePeriodsSynchronizeRetireAndBarrierTwoGenerations) {
+  busy_parent busy;
+  ASSERT_EQ(exercise_rcu(), child_ok);
+  for (int round = 0; round < 10; ++round) {
+    parent_callback_ran = false;
+    rcu_call(rcu_default_domain(), [] { parent_callback_ran = true; });
+    const pid_t pid = ::fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) ::_exit(child_body(/*generations_left=*/1));
+    const int rc = wait_child(pid);
+    ASSERT_EQ(rc, child_ok) << "round " << round << ": the child "
+                            << (rc == -1 ? "hung (killed after the deadline)"
+                                         : "failed with status " + std::to_string(rc));
+  }
+  EXPECT_EQ(exercise_rcu(), child_ok) << "the parent's RCU broke across its forks";
+}
+
+// A child that returns from main (exit handlers, static destructors) exits.
+TEST(RcuFork, AChildThatExitsNormallyDoesNotHang) {
+  busy_parent busy;
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    rcu_call(rcu_default_domain(), [] {});
+    std::exit(exercise_rcu());
+  }
+  EXPECT_EQ(wait_child(pid), child_ok);
+}
+
+// The parent's workqueues have workers the child does not: the child gets a clear error
+// from every workqueue call, never a hang, and still exits.
+TEST(RcuFork, WorkqueuesInAChildOfAParentThatUsedThemFailClearly) {
+  workqueue q("fork_parent");
+  work w("fork_item", [](work&) {});
+  q.queue(w);
+  w.flush();
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    int refused = 0;
+    try {
+      q.queue(w);
+    } catch (const std::logic_error& e) {
+      refused += std::string(e.what()).find("fork") != std::string::npos;
+    }
+    try {
+      workqueue child_queue("in_child");
+    } catch (const std::logic_error&) {
+      ++refused;
+    }
+    try {
+      q.flush();
+    } catch (const std::logic_error&) {
+      ++refused;
+    }
+    std::exit(refused == 3 ? child_ok : child_workqueue_accepted);  // destructors run
+  }
+  EXPECT_EQ(wait_child(pid), child_ok)
+      << "a workqueue call in the child did not fail with a clear error (or the child hung)";
+  q.queue(w);  // the parent's queue still works
+  w.flush();
+}
+
+}  // namespace
+}  // namespace quiesce
