@@ -41,6 +41,40 @@
 //    depth aborts the process with a message naming it (a deeper reader must never look
 //    idle to a grace period).
 //  - Callbacks still queued at process exit are not run.
+//
+// Threads. A thread registers itself at its first lock() (default domain) or
+// rcu_thread_online() (QSBR, Tasks), into storage of its own (thread-local, never the
+// heap). It is unregistered after every thread_local destructor of the thread has run
+// (by a pthread key destructor), so read-side sections and online spells inside
+// thread_local destructors hold grace periods like any other. A thread that exits online
+// is taken offline.
+//
+// Never allocates. lock(), unlock(), try_lock(), rcu_obj_base::retire(),
+// rcu_synchronize(), rcu_barrier(), rcu_quiescent_state(), rcu_get_cookie() and
+// rcu_poll_done() never allocate from the heap on any path (also the first call on a
+// thread), so they work under memory exhaustion. The callback threads and the stall
+// detector start when the library loads, not at the first callback. rcu_retire() and
+// rcu_call() allocate a node and may throw std::bad_alloc; then nothing was scheduled.
+// (With tracing enabled, a thread's first trace event allocates its ring, and drops the
+// event if that fails.)
+//
+// Aborts. Where a noexcept primitive cannot keep its promise it prints "quiesce: ..." to
+// stderr and aborts - it never returns as if a grace period had passed (liburcu's
+// urcu_die): membarrier failing after it was registered at load; a callback thread that
+// cannot be started at the first callback; a lock that cannot be taken; nesting beyond
+// the limit; fork() inside a default-domain read-side section (see below).
+//
+// fork() without exec. The library's fork handlers make RCU work in the child: before
+// the fork the forking thread goes offline in QSBR and Tasks (and back online after, in
+// parent and child), every callback thread stops between two callbacks and no grace
+// period is in progress; in the child only the forking thread is registered, callbacks
+// queued and not yet run in the parent run in the child after a grace period of the
+// child, and new callback threads run them. A child may use every RCU function. The rules:
+// do not fork inside a default-domain read-side section (a grace period in progress would
+// wait for the forking thread while it waits for that grace period: it aborts instead);
+// a callback that was running when the fork happened does not run again in the child.
+// The stall detector does not run in a child. Workqueues: see quiesce/workqueue.hpp (a
+// child of a process that had started them cannot use them; every call throws).
 #pragma once
 
 #include <atomic>

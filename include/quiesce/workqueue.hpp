@@ -42,6 +42,13 @@
 //  - a queue destroyed after the hook ran (a static queue, say) does not drain or wait: its
 //    queued items are being dropped, and its state is kept until the process ends for the
 //    items still running.
+// fork() without exec: a child forked after the process first created a workqueue has
+// the parent's pools but none of their workers (nor the timer thread). In such a child
+// every workqueue call - constructing a queue, queue*, mod_delayed, flush, cancel,
+// cancel_sync, drain - throws std::logic_error saying so, instead of hanging; queue and
+// work item destructors and the exit hook do nothing there, so the child exits normally.
+// A child forked before any workqueue existed uses workqueues as usual (they start in it).
+//
 // The hook runs before the destructor of a queue whose construction completed before the
 // queue first queued. A queue that first queues while a larger static object holding it is
 // still being constructed (queueing from that object's constructor), or that is constructed
