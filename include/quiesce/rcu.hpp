@@ -92,6 +92,10 @@ class rcu_domain;
 
 namespace detail {
 
+// The three flavours of domain. The one enum for the concept: the inline read side
+// switches on it, and src/rcu keeps a table per flavour (src/rcu/flavor.cpp).
+enum class rcu_kind : unsigned char { memb, qsbr, tasks };
+
 // A queued callback: intrusive, so rcu_obj_base::retire() needs no allocation. Trivially
 // copyable, as [saferecl.rcu.base] requires of rcu_obj_base; the member names are reserved
 // ones, so that they never collide with a name in a class derived from rcu_obj_base.
@@ -212,7 +216,7 @@ class rcu_domain {
   // Enters a read-side critical section. Default domain: a few ns, never blocks; the first
   // call on a thread registers it (takes a lock once). QSBR and Tasks domains: nothing.
   void lock() noexcept {
-    if (kind_ == kind::memb) detail::memb_lock();
+    if (kind_ == detail::rcu_kind::memb) detail::memb_lock();
   }
   // Always succeeds (P2545).
   bool try_lock() noexcept {
@@ -221,7 +225,7 @@ class rcu_domain {
   }
   // Leaves the read-side critical section entered by the matching lock().
   void unlock() noexcept {
-    if (kind_ == kind::memb) detail::memb_unlock();
+    if (kind_ == detail::rcu_kind::memb) detail::memb_unlock();
   }
 
   // "rcu" (default), "rcu_qsbr" or "rcu_tasks": the name used in stall reports.
@@ -229,9 +233,8 @@ class rcu_domain {
 
  private:
   friend struct detail::rcu_access;
-  enum class kind : unsigned char { memb, qsbr, tasks };
-  constexpr explicit rcu_domain(kind k) noexcept : kind_(k) {}
-  const kind kind_;
+  constexpr explicit rcu_domain(detail::rcu_kind k) noexcept : kind_(k) {}
+  const detail::rcu_kind kind_;
 };
 
 // The three domains. Valid for the whole life of the process.
@@ -380,19 +383,20 @@ rcu_stats rcu_domain_stats(rcu_domain& domain);
 // ---- inline definitions ----
 
 struct detail::rcu_access {
-  static bool is(const rcu_domain& d, rcu_domain::kind k) noexcept { return d.kind_ == k; }
-  static constexpr rcu_domain make(rcu_domain::kind k) noexcept { return rcu_domain(k); }
-  static constexpr rcu_domain::kind memb = rcu_domain::kind::memb;
-  static constexpr rcu_domain::kind qsbr = rcu_domain::kind::qsbr;
-  static constexpr rcu_domain::kind tasks = rcu_domain::kind::tasks;
+  static constexpr rcu_kind kind(const rcu_domain& d) noexcept { return d.kind_; }
+  static constexpr rcu_domain make(rcu_kind k) noexcept { return rcu_domain(k); }
 };
 
 inline void rcu_quiescent_state(rcu_domain& domain) noexcept {
-  using A = detail::rcu_access;
-  if (A::is(domain, A::qsbr)) {
-    detail::qs_report(detail::qsbr, detail::tls_qsbr);
-  } else if (A::is(domain, A::tasks)) {
-    detail::qs_report(detail::tasks, detail::tls_tasks);
+  switch (detail::rcu_access::kind(domain)) {
+    case detail::rcu_kind::qsbr:
+      detail::qs_report(detail::qsbr, detail::tls_qsbr);
+      break;
+    case detail::rcu_kind::tasks:
+      detail::qs_report(detail::tasks, detail::tls_tasks);
+      break;
+    case detail::rcu_kind::memb:
+      break;
   }
 }
 

@@ -382,7 +382,7 @@ rcu_stats rcu_domain_stats(rcu_domain& domain) {
     s.gp_duration_ns = st.gp_duration_ns;
   }
   s.membarrier =
-      st.kind == detail::rcu_kind::memb && detail::memb.membarrier.load(std::memory_order_relaxed);
+      st.flavor.marked_sections && detail::memb.membarrier.load(std::memory_order_relaxed);
   return s;
 }
 

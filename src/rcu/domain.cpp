@@ -33,15 +33,15 @@ namespace {
 using A = rcu_access;
 using detail::never_destroyed;
 
-rcu_domain default_domain_object = A::make(A::memb);
-rcu_domain qsbr_domain_object = A::make(A::qsbr);
-rcu_domain tasks_domain_object = A::make(A::tasks);
+rcu_domain default_domain_object = A::make(rcu_kind::memb);
+rcu_domain qsbr_domain_object = A::make(rcu_kind::qsbr);
+rcu_domain tasks_domain_object = A::make(rcu_kind::tasks);
 
 // Constructed on first use, never destroyed: callback threads outlive static destructors.
 rcu_state* const* states() noexcept {
-  static never_destroyed<rcu_state> memb_state(default_domain_object, "rcu", rcu_kind::memb);
-  static never_destroyed<rcu_state> qsbr_state(qsbr_domain_object, "rcu_qsbr", rcu_kind::qsbr);
-  static never_destroyed<rcu_state> tasks_state(tasks_domain_object, "rcu_tasks", rcu_kind::tasks);
+  static never_destroyed<rcu_state> memb_state(default_domain_object, flavor_of(rcu_kind::memb));
+  static never_destroyed<rcu_state> qsbr_state(qsbr_domain_object, flavor_of(rcu_kind::qsbr));
+  static never_destroyed<rcu_state> tasks_state(tasks_domain_object, flavor_of(rcu_kind::tasks));
   static rcu_state* const all[3] = {&memb_state.get(), &qsbr_state.get(), &tasks_state.get()};
   return all;
 }
@@ -69,9 +69,6 @@ const bool membarrier_ready = init_membarrier();
 // section entered in any thread_local destructor is still seen by grace periods. A thread
 // that registers again from a later key destructor arms the key again and is unregistered
 // in the next round.
-thread_local constinit rcu_reader_entry memb_entry;
-thread_local constinit rcu_reader_entry qsbr_entry;
-thread_local constinit rcu_reader_entry tasks_entry;
 thread_local constinit int exit_rounds = 0;  // W: key destructor rounds run so far
 
 void on_thread_exit(void*) noexcept;
@@ -98,74 +95,53 @@ void wake_writer(std::atomic<std::uint32_t>& waiting) noexcept {
   if (waiting.exchange(0, std::memory_order_seq_cst) != 0) futex_wake_all(waiting);
 }
 
-qs_shared& shared_of(rcu_kind k) noexcept {
-  return k == rcu_kind::qsbr ? qsbr : tasks;
-}
-qs_reader& tls_of(rcu_kind k) noexcept {
-  return k == rcu_kind::qsbr ? tls_qsbr : tls_tasks;
-}
-rcu_reader_entry& entry_of(rcu_kind k) noexcept {
-  switch (k) {
-    case rcu_kind::memb:
-      return memb_entry;
-    case rcu_kind::qsbr:
-      return qsbr_entry;
-    case rcu_kind::tasks:
-      break;
-  }
-  return tasks_entry;
-}
-bool& registered_flag(rcu_kind k) noexcept {
-  return k == rcu_kind::memb ? tls_memb.registered : tls_of(k).registered;
-}
-std::atomic<std::uint32_t>& waiting_of(rcu_kind k) noexcept {
-  return k == rcu_kind::memb ? memb.waiting : shared_of(k).waiting;
-}
-
 // Puts the calling thread into the registry of domain `k`. Never allocates.
-void register_thread(rcu_kind k, std::atomic<std::uint64_t>& word) noexcept {
+void register_thread(rcu_kind k) noexcept {
   if (exit_rounds >= PTHREAD_DESTRUCTOR_ITERATIONS) {
     rcu_die("rcu: a thread registered with %s in its last thread-exit round; it could not be "
             "unregistered",
             state_of(k).name);
   }
-  if (const int err = ::pthread_setspecific(exit_key(), &memb_entry); err != 0) {
+  const rcu_flavor& f = flavor_of(k);
+  rcu_reader_entry& e = f.my_entry();
+  if (const int err = ::pthread_setspecific(exit_key(), &e); err != 0) {
     rcu_die("rcu: cannot arm the thread-exit handler: %s", std::strerror(err));
   }
-  rcu_reader_entry& e = entry_of(k);
-  e.word = &word;
+  e.word = &f.my_word();
   this_thread_name_into(e.name);
   rcu_state& st = state_of(k);
   std::lock_guard guard(st.registry_lock);
   e.tid = this_thread_tid();
   st.readers.push_back(&e);
-  registered_flag(k) = true;
+  f.my_registered() = true;
 }
 
+// QSBR / Tasks: online = the counter's value now (holds grace periods from here on);
+// offline = 0 (holds none), waking a writer that may wait for us.
 void qs_online(rcu_kind k) noexcept {
-  qs_shared& shared = shared_of(k);
-  qs_reader& r = tls_of(k);
-  r.ctr.store(shared.gp_ctr.load(std::memory_order_seq_cst), std::memory_order_seq_cst);
+  const rcu_flavor& f = flavor_of(k);
+  f.my_word().store(f.counter.load(std::memory_order_seq_cst), std::memory_order_seq_cst);
   std::atomic_thread_fence(std::memory_order_seq_cst);
 }
 
 void qs_offline(rcu_kind k) noexcept {
+  const rcu_flavor& f = flavor_of(k);
   std::atomic_thread_fence(std::memory_order_seq_cst);
-  tls_of(k).ctr.store(0, std::memory_order_seq_cst);
-  wake_writer(shared_of(k).waiting);
+  f.my_word().store(0, std::memory_order_seq_cst);
+  wake_writer(f.waiting);
 }
 
 void unregister_thread(rcu_kind k) noexcept {
-  rcu_reader_entry& e = entry_of(k);
-  if (!registered_flag(k)) return;
-  if (k != rcu_kind::memb) qs_offline(k);
+  const rcu_flavor& f = flavor_of(k);
+  if (!f.my_registered()) return;
+  if (!f.marked_sections) qs_offline(k);
   rcu_state& st = state_of(k);
   {
     std::lock_guard guard(st.registry_lock);
-    st.readers.erase(&e);
+    st.readers.erase(&f.my_entry());
   }
-  registered_flag(k) = false;  // a later lock()/online registers again
-  wake_writer(waiting_of(k));  // our exit may be what a waiting grace period needs
+  f.my_registered() = false;  // a later lock()/online registers again
+  wake_writer(f.waiting);     // our exit may be what a waiting grace period needs
 }
 
 void on_thread_exit(void*) noexcept {
@@ -174,9 +150,8 @@ void on_thread_exit(void*) noexcept {
     unregister_thread(k);
 }
 
-rcu_kind kind_of(rcu_domain& d) noexcept {
-  if (A::is(d, A::memb)) return rcu_kind::memb;
-  return A::is(d, A::qsbr) ? rcu_kind::qsbr : rcu_kind::tasks;
+rcu_kind kind_of(const rcu_domain& d) noexcept {
+  return A::kind(d);
 }
 
 }  // namespace
@@ -209,14 +184,14 @@ void rcu_die(const char* format, ...) noexcept {
 void reset_registry_in_child(rcu_state& st) noexcept {
   // Only the forking thread exists in the child: every other entry names a thread that is
   // gone (its storage is still mapped, never to change again).
-  rcu_reader_entry* mine = &entry_of(st.kind);
+  rcu_reader_entry* mine = &st.flavor.my_entry();
   for (rcu_reader_entry* r = st.readers.front(); r;) {
     rcu_reader_entry* const next = st.readers.next(r);
     if (r != mine) st.readers.erase(r);
     r = next;
   }
   if (mine->node.linked()) mine->tid = this_thread_tid();
-  waiting_of(st.kind).store(0, std::memory_order_relaxed);
+  st.flavor.waiting.store(0, std::memory_order_relaxed);
 }
 
 rcu_state* const* all_states(std::size_t& n) noexcept {
@@ -235,7 +210,7 @@ void memb_nesting_overflow() noexcept {
 }
 
 void memb_register_slow() noexcept {
-  register_thread(rcu_kind::memb, tls_memb.word);
+  register_thread(rcu_kind::memb);
 }
 
 void memb_wake_writer() noexcept {
@@ -265,38 +240,30 @@ rcu_domain& rcu_tasks_domain() noexcept {
 }
 
 const char* rcu_domain::name() const noexcept {
-  switch (kind_) {
-    case kind::memb:
-      return "rcu";
-    case kind::qsbr:
-      return "rcu_qsbr";
-    case kind::tasks:
-      return "rcu_tasks";
-  }
-  return "?";
+  return detail::flavor_of(kind_).name;
 }
 
 void rcu_thread_online(rcu_domain& domain) {
   const rcu_kind k = detail::kind_of(domain);
-  if (k == rcu_kind::memb) {
+  const detail::rcu_flavor& f = detail::flavor_of(k);
+  if (f.marked_sections) {
     throw std::invalid_argument("domain: the default domain registers its readers itself");
   }
-  detail::qs_reader& r = detail::tls_of(k);
-  if (!r.registered) detail::register_thread(k, r.ctr);
+  if (!f.my_registered()) detail::register_thread(k);
   detail::qs_online(k);
 }
 
 void rcu_thread_offline(rcu_domain& domain) {
   const rcu_kind k = detail::kind_of(domain);
-  if (k == rcu_kind::memb) return;
-  if (!detail::tls_of(k).registered) return;
+  const detail::rcu_flavor& f = detail::flavor_of(k);
+  if (f.marked_sections || !f.my_registered()) return;
   detail::qs_offline(k);
 }
 
 bool rcu_thread_is_online(rcu_domain& domain) noexcept {
-  const rcu_kind k = detail::kind_of(domain);
-  if (k == rcu_kind::memb) return detail::tls_memb.registered;
-  return detail::tls_of(k).ctr.load(std::memory_order_relaxed) != 0;
+  const detail::rcu_flavor& f = detail::flavor_of(detail::kind_of(domain));
+  if (f.marked_sections) return f.my_registered();
+  return f.my_word().load(std::memory_order_relaxed) != 0;
 }
 
 void cond_resched() noexcept {

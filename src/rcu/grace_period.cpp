@@ -28,7 +28,7 @@ namespace {
 // compiler barriers only, so falling back to a fence here would be unsound - a failure of
 // the registered command aborts.
 void master_barrier(const rcu_state& st) noexcept {
-  if (st.kind == rcu_kind::memb && memb.membarrier.load(std::memory_order_relaxed)) {
+  if (st.flavor.marked_sections && memb.membarrier.load(std::memory_order_relaxed)) {
     if (::syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) != 0) {
       rcu_die("rcu: membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) failed after it was "
               "registered: %s; readers rely on it, so no grace period can be sound",
@@ -39,39 +39,34 @@ void master_barrier(const rcu_state& st) noexcept {
   std::atomic_thread_fence(std::memory_order_seq_cst);
 }
 
-std::atomic<std::uint32_t>& waiting_of(const rcu_state& st) noexcept {
-  if (st.kind == rcu_kind::memb) return memb.waiting;
-  return st.kind == rcu_kind::qsbr ? qsbr.waiting : tasks.waiting;
-}
-
-bool any_holdout(rcu_state& st, std::uint64_t target) noexcept {
+bool any_holdout(rcu_state& st, std::uint64_t gp) noexcept {
   std::lock_guard guard(st.registry_lock);
   for (rcu_reader_entry* r = st.readers.front(); r; r = st.readers.next(r)) {
-    if (holds_grace_period(st.kind, r->word->load(std::memory_order_acquire), target)) {
+    if (st.flavor.holds(r->word->load(std::memory_order_acquire), gp)) {
       return true;
     }
   }
   return false;
 }
 
-// Waits until no registered thread holds `target`: a short spin, then sleep until a reader
-// leaves its section (or reports, or goes offline, or exits) and wakes us.
-void wait_for_readers(rcu_state& st, std::uint64_t target) noexcept {
+// Waits until no registered thread holds grace period `gp`: a short spin, then sleep until
+// a reader leaves its section (or reports, or goes offline, or exits) and wakes us.
+void wait_for_readers(rcu_state& st, std::uint64_t gp) noexcept {
 #if defined(QUIESCE_RCU_BROKEN_FOR_TESTS)
   (void)st;
-  (void)target;
+  (void)gp;
   return;  // deliberately broken: grace periods end at once (tests/stress only)
 #endif
-  std::atomic<std::uint32_t>& waiting = waiting_of(st);
+  std::atomic<std::uint32_t>& waiting = st.flavor.waiting;
   for (int spin = 0;; ++spin) {
-    if (!any_holdout(st, target)) return;
+    if (!any_holdout(st, gp)) return;
     if (spin < 100) {
       __builtin_ia32_pause();
       continue;
     }
     waiting.store(1, std::memory_order_seq_cst);
     master_barrier(st);  // readers that left before now are seen; later ones see `waiting`
-    if (!any_holdout(st, target)) {
+    if (!any_holdout(st, gp)) {
       waiting.store(0, std::memory_order_relaxed);
       return;
     }
@@ -95,14 +90,9 @@ void run_grace_period(rcu_state& st, std::uint64_t n) noexcept {
                  .num_val = n});
   }
   master_barrier(st);  // removals before the call are ordered before the scan
-  const std::uint64_t target = gp_target(st.kind, n);
-  if (st.kind == rcu_kind::memb) {
-    memb.gp_ctr.store(n << memb_snapshot_shift, std::memory_order_seq_cst);
-  } else {
-    (st.kind == rcu_kind::qsbr ? qsbr : tasks).gp_ctr.store(target, std::memory_order_seq_cst);
-  }
+  st.flavor.counter.store(st.flavor.counter_for(n), std::memory_order_seq_cst);
   std::atomic_thread_fence(std::memory_order_seq_cst);
-  wait_for_readers(st, target);
+  wait_for_readers(st, n);
   master_barrier(st);  // readers' accesses are done before anything after the call
   const std::uint64_t end = now_ns();
   {
@@ -174,7 +164,7 @@ using detail::rcu_state;
 namespace {
 
 bool misuse_inside_reader(rcu_state& st, const char* what) noexcept {
-  if (st.kind != detail::rcu_kind::memb) return false;
+  if (!st.flavor.marked_sections) return false;
   if ((detail::tls_memb.word.load(std::memory_order_relaxed) & detail::memb_nest_mask) == 0) {
     return false;
   }

@@ -31,8 +31,6 @@
 
 namespace quiesce::detail {
 
-enum class rcu_kind { memb, qsbr, tasks };
-
 // Linux's TASK_COMM_LEN: a thread name and its terminating NUL.
 inline constexpr std::size_t thread_name_len = 16;
 
@@ -55,6 +53,37 @@ struct rcu_waiter {
   bool reported = false;            // L: waiters_lock
   list_node node;                   // L: waiters_lock
 };
+
+// What differs between the three domains; everything else - the registry, the grace-period
+// engine, callbacks, the stall detector, fork - is one code path that reads this table
+// (as kernel/rcu/tasks.h runs every Tasks flavour through one engine with per-flavour
+// callbacks). The tables are in flavor.cpp; see rcu.hpp for the reader-word encodings.
+struct rcu_flavor {
+  rcu_kind kind;
+  const char* name;  // the domain's name in reports
+  // The counter readers copy, and the value it takes for grace period `gp`.
+  std::atomic<std::uint64_t>& counter;
+  std::uint64_t (*counter_for)(std::uint64_t gp) noexcept;
+  // Whether a reader word (its thread's, loaded with acquire) holds grace period `gp`.
+  bool (*holds)(std::uint64_t word, std::uint64_t gp) noexcept;
+  std::atomic<std::uint32_t>& waiting;  // a writer sleeps on it; readers wake it
+  // The calling thread's reader word, registry entry and registered flag.
+  std::atomic<std::uint64_t>& (*my_word)() noexcept;
+  struct rcu_reader_entry& (*my_entry)() noexcept;
+  bool& (*my_registered)() noexcept;
+  // Readers mark sections with lock()/unlock() (the default domain): the writer's barrier
+  // may be membarrier, a wait inside a section is detectable, and threads register
+  // themselves. Otherwise threads go online/offline and report quiescent states.
+  bool marked_sections;
+  // A caller online in this domain waits offline (QSBR; for Tasks every voluntary block
+  // already is a quiescent state).
+  bool waits_offline;
+  // The stall detector: informational "grace period ... is M ms old" reports (Tasks), and
+  // which watchdog_config field is the stall timeout.
+  bool info_reports;
+  bool tasks_stall_timeout;
+};
+const rcu_flavor& flavor_of(rcu_kind k) noexcept;
 
 // The calling thread's name, without allocating (one prctl).
 void this_thread_name_into(char (&out)[thread_name_len]) noexcept;
@@ -79,10 +108,12 @@ struct rcu_callbacks {
 };
 
 struct rcu_state {
-  rcu_state(rcu_domain& d, const char* n, rcu_kind k) : domain(d), name(n), kind(k) {}
-  rcu_domain& domain;   // I
-  const char* name;     // I
-  const rcu_kind kind;  // I
+  rcu_state(rcu_domain& d, const rcu_flavor& f)
+      : domain(d), flavor(f), name(f.name), kind(f.kind) {}
+  rcu_domain& domain;        // I
+  const rcu_flavor& flavor;  // I
+  const char* name;          // I: flavor.name
+  const rcu_kind kind;       // I: flavor.kind
 
   std::mutex registry_lock;
   intrusive_list<rcu_reader_entry, &rcu_reader_entry::node> readers;  // L: registry_lock
@@ -126,28 +157,13 @@ class listed_waiter {
   rcu_waiter w_;
 };
 
-// The value a reader word is compared with for grace period `gp`: the period's number for
-// the default domain (words hold the number seen at lock), gp + 1 for QSBR/Tasks (counters
-// hold the grace-period counter, 1 + periods started, at the last quiescent state).
-inline std::uint64_t gp_target(rcu_kind kind, std::uint64_t gp) noexcept {
-  return kind == rcu_kind::memb ? gp : gp + 1;
-}
-
-// Whether a reader word holds the grace period of `target` (see rcu.hpp for encodings).
-inline bool holds_grace_period(rcu_kind kind, std::uint64_t word, std::uint64_t target) noexcept {
-  if (kind == rcu_kind::memb) {
-    return (word & memb_nest_mask) != 0 && (word >> memb_snapshot_shift) < target;
-  }
-  return word != 0 && word < target;
-}
-
 // A QSBR thread that is online while it waits for a QSBR grace period would wait for
 // itself: it goes offline for the wait (liburcu does the same).
 class offline_for_wait {
  public:
   explicit offline_for_wait(rcu_state& st)
-      : domain_(st.kind == rcu_kind::qsbr && rcu_thread_is_online(st.domain) ? &st.domain
-                                                                             : nullptr) {
+      : domain_(st.flavor.waits_offline && rcu_thread_is_online(st.domain) ? &st.domain
+                                                                           : nullptr) {
     if (domain_) rcu_thread_offline(*domain_);
   }
   ~offline_for_wait() {

@@ -25,7 +25,7 @@ void report_stall(rcu_state& st, std::uint64_t gp, std::uint64_t now, std::uint6
     std::lock_guard guard(st.registry_lock);
     for (rcu_reader_entry* r = st.readers.front(); r; r = st.readers.next(r)) {
       const std::uint64_t word = r->word->load(std::memory_order_acquire);
-      if (!holds_grace_period(st.kind, word, gp_target(st.kind, gp))) continue;
+      if (!st.flavor.holds(word, gp)) continue;
       ++holdouts;
       // A holdout has not passed a quiescent state since this grace period started.
       msg += fmt::format("\n\t{}:{} holds grace period {}: no quiescent state for more than {} ms",
@@ -47,7 +47,7 @@ void check_domain(rcu_state& st, std::uint64_t now, const watchdog_config& c) {
     const std::uint64_t age = now > start ? now - start : 0;
     // Informational (Tasks): at rcu_tasks_info, then after mult times the last interval.
     const auto info = static_cast<std::uint64_t>(c.rcu_tasks_info.count());
-    if (st.kind == rcu_kind::tasks && info > 0) {
+    if (st.flavor.info_reports && info > 0) {
       if (st.info_gp != started) {
         st.info_gp = started;
         st.info_interval_ns = info;
@@ -64,7 +64,7 @@ void check_domain(rcu_state& st, std::uint64_t now, const watchdog_config& c) {
       }
     }
     const auto stall = static_cast<std::uint64_t>(
-        (st.kind == rcu_kind::tasks ? c.rcu_tasks_stall : c.rcu_stall).count());
+        (st.flavor.tasks_stall_timeout ? c.rcu_tasks_stall : c.rcu_stall).count());
     if (stall > 0 && age >= stall && st.stalled_gp != started) {
       st.stalled_gp = started;  // once per grace period
       report_stall(st, started, now, start);
