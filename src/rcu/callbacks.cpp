@@ -339,6 +339,7 @@ void rcu_barrier(rcu_domain& domain) noexcept {
     listed.emplace(st);
   } catch (...) {  // out of memory for the name: wait unlisted
   }
+  if constexpr (detail::mutant::rcu_barrier_no_wait) return;
   detail::barrier_node node;
   detail::rcu_enqueue(domain, &node);
   while (node.done.load(std::memory_order_acquire) == 0)

@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <stdexcept>
+#include <string>
 
 #include "../base/blocking_hook.hpp"
 #include "../base/futex.hpp"
@@ -109,6 +110,28 @@ void register_thread(rcu_kind k) noexcept {
   }
   e.word = &f.my_word();
   this_thread_name_into(e.name);
+  if constexpr (mutant::rcu_registration_allocates) {
+    static std::atomic<std::size_t> sink{0};
+    sink += std::string(e.name, sizeof(e.name)).size();
+  }
+  if constexpr (mutant::rcu_unregister_early) {
+    // The old bug: a thread_local constructed now is destroyed before every thread_local
+    // constructed earlier; it drops the entry but leaves the thread "registered".
+    struct early {
+      rcu_kind k = rcu_kind::memb;
+      bool armed = false;
+      ~early() {
+        if (!armed) return;
+        rcu_state& s = state_of(k);
+        std::lock_guard g(s.registry_lock);
+        if (flavor_of(k).my_entry().node.linked()) s.readers.erase(&flavor_of(k).my_entry());
+      }
+    };
+    thread_local early early_memb, early_qsbr, early_tasks;
+    early& mine = k == rcu_kind::memb ? early_memb : k == rcu_kind::qsbr ? early_qsbr : early_tasks;
+    mine.k = k;
+    mine.armed = true;
+  }
   rcu_state& st = state_of(k);
   std::lock_guard guard(st.registry_lock);
   e.tid = this_thread_tid();
@@ -138,7 +161,7 @@ void unregister_thread(rcu_kind k) noexcept {
   rcu_state& st = state_of(k);
   {
     std::lock_guard guard(st.registry_lock);
-    st.readers.erase(&f.my_entry());
+    if (f.my_entry().node.linked()) st.readers.erase(&f.my_entry());
   }
   f.my_registered() = false;  // a later lock()/online registers again
   wake_writer(f.waiting);     // our exit may be what a waiting grace period needs
@@ -185,7 +208,7 @@ void reset_registry_in_child(rcu_state& st) noexcept {
   // Only the forking thread exists in the child: every other entry names a thread that is
   // gone (its storage is still mapped, never to change again).
   rcu_reader_entry* mine = &st.flavor.my_entry();
-  for (rcu_reader_entry* r = st.readers.front(); r;) {
+  for (rcu_reader_entry* r = st.readers.front(); r && !mutant::rcu_child_keeps_readers;) {
     rcu_reader_entry* const next = st.readers.next(r);
     if (r != mine) st.readers.erase(r);
     r = next;

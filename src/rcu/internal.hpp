@@ -31,6 +31,33 @@
 
 namespace quiesce::detail {
 
+// ---- deliberately broken builds (tests/mutants) ------------------------------------------
+// Each mutant removes one RCU guarantee; the RCU test suite must fail on every one. Only
+// the mutant builds define these macros. (The torture test's own two broken builds are in
+// tests/stress.)
+namespace mutant {
+#ifdef QUIESCE_MUTANT_RCU_BARRIER_NO_WAIT  // rcu_barrier queues its marker but does not wait
+inline constexpr bool rcu_barrier_no_wait = true;
+#else
+inline constexpr bool rcu_barrier_no_wait = false;
+#endif
+#ifdef QUIESCE_MUTANT_RCU_CHILD_KEEPS_READERS  // a fork child keeps the parent's other readers
+inline constexpr bool rcu_child_keeps_readers = true;
+#else
+inline constexpr bool rcu_child_keeps_readers = false;
+#endif
+#ifdef QUIESCE_MUTANT_RCU_REGISTRATION_ALLOCATES  // registering copies the name to the heap
+inline constexpr bool rcu_registration_allocates = true;
+#else
+inline constexpr bool rcu_registration_allocates = false;
+#endif
+#ifdef QUIESCE_MUTANT_RCU_UNREGISTER_EARLY  // a thread leaves the registry in a thread_local
+inline constexpr bool rcu_unregister_early = true;  // destructor, before earlier ones run
+#else
+inline constexpr bool rcu_unregister_early = false;
+#endif
+}  // namespace mutant
+
 // Linux's TASK_COMM_LEN: a thread name and its terminating NUL.
 inline constexpr std::size_t thread_name_len = 16;
 
