@@ -4,7 +4,10 @@
 #include <fmt/format.h>
 
 #include <mutex>
+#include <string>
+#include <vector>
 
+#include "../base/never_destroyed.hpp"
 #include "internal.hpp"
 #include "quiesce/clock.hpp"
 #include "quiesce/log.hpp"
@@ -70,20 +73,27 @@ void check_domain(rcu_state& st, std::uint64_t now, const watchdog_config& c) {
       report_stall(st, started, now, start);
     }
   }
-  // Hung waiters: blocked in rcu_synchronize / rcu_barrier for too long, once each.
+  // Hung waiters: blocked in rcu_synchronize / rcu_barrier for too long, once each. The
+  // reports are formatted under the lock and logged after it is released.
   const auto hung = static_cast<std::uint64_t>(c.hung_task.count());
   if (hung == 0) return;
-  std::lock_guard guard(st.waiters_lock);
-  for (rcu_waiter* w = st.waiters.front(); w; w = st.waiters.next(w)) {
-    if (w->reported || now < w->since_ns || now - w->since_ns < hung) continue;
-    w->reported = true;
-    // Whole seconds as the kernel prints them; sub-second thresholds (tests) keep their ms.
-    const double secs = static_cast<double>(hung) / 1e9;
-    const std::string seconds =
-        hung % 1'000'000'000u == 0 ? fmt::format("{:.0f}", secs) : fmt::format("{:.3f}", secs);
-    log(log_level::err, fmt::format("INFO: task {}:{} blocked for more than {} seconds.\n"
+  std::vector<std::string> reports;
+  {
+    std::lock_guard guard(st.waiters_lock);
+    for (rcu_waiter* w = st.waiters.front(); w; w = st.waiters.next(w)) {
+      if (w->reported || now < w->since_ns || now - w->since_ns < hung) continue;
+      w->reported = true;
+      // Whole seconds as the kernel prints them; sub-second thresholds (tests) keep their ms.
+      const double secs = static_cast<double>(hung) / 1e9;
+      const std::string seconds =
+          hung % 1'000'000'000u == 0 ? fmt::format("{:.0f}", secs) : fmt::format("{:.3f}", secs);
+      reports.push_back(fmt::format("INFO: task {}:{} blocked for more than {} seconds.\n"
                                     "\twaiting for a {} grace period ({} ms so far)",
                                     w->name, w->tid, seconds, st.name, ms(now - w->since_ns)));
+    }
+  }
+  for (const std::string& line : reports) {
+    log(log_level::err, line);
     st.hung.fetch_add(1, std::memory_order_relaxed);
     watchdog_count(&watchdog_counters::rcu_hung_waiters);
   }
@@ -95,13 +105,14 @@ void rcu_watchdog_install() noexcept {
   static std::once_flag once;
   try {
     std::call_once(once, [] {
-      static watchdog_registration registration =
+      // Never destroyed, as the runtime's other objects: the check stays for the process.
+      static never_destroyed<watchdog_registration> registration(
           watchdog_register("rcu", [](std::uint64_t now, const watchdog_config& c) {
             std::size_t n = 0;
             rcu_state* const* states = all_states(n);
             for (std::size_t i = 0; i < n; ++i)
               check_domain(*states[i], now, c);
-          });
+          }));
     });
   } catch (const std::exception& e) {
     log(log_level::err, fmt::format("rcu: cannot start the stall detector: {}", e.what()));

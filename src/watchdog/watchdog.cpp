@@ -2,11 +2,14 @@
 
 #include <algorithm>
 #include <atomic>
+#include <pthread.h>
+
 #include <condition_variable>
 #include <map>
 #include <mutex>
 #include <stdexcept>
 #include <string>
+#include <system_error>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -21,14 +24,24 @@ namespace {
 
 using namespace std::chrono_literals;
 
+class watchdog;
+watchdog& the_watchdog();
+
 // The watchdog thread and its state. A process-lifetime object, never stopped.
 class watchdog {
  public:
+  watchdog() {
+    // fork(): no check may be left "running" in the child, where the thread does not exist.
+    if (const int err = ::pthread_atfork(&fork_prepare, &fork_parent, &fork_child); err != 0) {
+      throw std::system_error(err, std::generic_category(), "watchdog: pthread_atfork");
+    }
+  }
+
   std::uint64_t add(std::string name, watchdog_check check) {
     std::lock_guard guard(lock_);
     const std::uint64_t id = ++last_id_;
     checks_.emplace(id, entry{std::move(name), std::move(check)});
-    if (!thread_.joinable()) {
+    if (!thread_.joinable() && !in_fork_child_) {
       thread_ = named_thread("quiesce-wdog", [this] { run(); });
     }
     return id;
@@ -39,6 +52,17 @@ class watchdog {
     checks_.erase(id);
     // A check that is running now finishes before remove() returns.
     idle_cv_.wait(guard, [&] { return running_check_ != id; });
+  }
+
+  // In a fork child the watchdog thread does not exist: no check runs there (running_check_
+  // is cleared, so remove() never waits for one), and none starts.
+  static void fork_prepare() noexcept { the_watchdog().lock_.lock(); }
+  static void fork_parent() noexcept { the_watchdog().lock_.unlock(); }
+  static void fork_child() noexcept {
+    watchdog& w = the_watchdog();
+    w.running_check_ = 0;
+    w.in_fork_child_ = true;
+    w.lock_.unlock();
   }
 
   void set_config(const watchdog_config& c) {
@@ -117,6 +141,7 @@ class watchdog {
   std::map<std::uint64_t, entry> checks_;  // L
   std::uint64_t last_id_ = 0;              // L
   std::uint64_t running_check_ = 0;        // L: id of the check running now, 0 if none
+  bool in_fork_child_ = false;             // L: set in a fork child (no thread there)
   watchdog_config config_;                 // L
   named_thread thread_;                    // L (started once)
   std::atomic<std::int64_t> holds_{0};     // A: things in flight; seq_cst with sleeping_

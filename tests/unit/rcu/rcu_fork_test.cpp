@@ -18,6 +18,7 @@
 
 #include "quiesce/clock.hpp"
 #include "quiesce/rcu.hpp"
+#include "quiesce/watchdog.hpp"
 #include "quiesce/workqueue.hpp"
 #include "wait.hpp"
 
@@ -169,6 +170,31 @@ TEST(RcuFork, AChildThatExitsNormallyDoesNotHang) {
     std::exit(exercise_rcu());
   }
   EXPECT_EQ(wait_child(pid), child_ok);
+}
+
+// A watchdog check that was running in the parent when it forked is not running in the
+// child (whose watchdog thread does not exist): removing it there returns. Before, the
+// child waited forever for the check to finish - the stall detector's registration did
+// so in every child's static destructors when the fork hit a watchdog tick.
+TEST(RcuFork, AWatchdogCheckRunningAtTheForkDoesNotHangTheChild) {
+  std::atomic<bool> in_check{false}, release{false};
+  watchdog_registration reg = watchdog_register("fork_blocker", [&](std::uint64_t, const watchdog_config&) {
+    in_check = true;
+    while (!release.load())
+      std::this_thread::yield();
+  });
+  watchdog_hold();  // keep the watchdog ticking
+  ASSERT_TRUE(test::eventually([&] { return in_check.load(); })) << "the check never ran";
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    reg = watchdog_registration();  // removes the check: must not wait for it
+    ::_exit(child_ok);
+  }
+  const int rc = wait_child(pid);
+  release = true;
+  watchdog_release();
+  EXPECT_EQ(rc, child_ok) << "the child hung removing a watchdog check";
 }
 
 // The parent's workqueues have workers the child does not: the child gets a clear error
