@@ -99,9 +99,10 @@ void wake_writer(std::atomic<std::uint32_t>& waiting) noexcept {
 // Puts the calling thread into the registry of domain `k`. Never allocates.
 void register_thread(rcu_kind k) noexcept {
   if (exit_rounds >= PTHREAD_DESTRUCTOR_ITERATIONS) {
-    rcu_die("rcu: a thread registered with %s in its last thread-exit round; it could not be "
-            "unregistered",
-            state_of(k).name);
+    rcu_die(
+        "rcu: a thread registered with %s in its last thread-exit round; it could not be "
+        "unregistered",
+        state_of(k).name);
   }
   const rcu_flavor& f = flavor_of(k);
   rcu_reader_entry& e = f.my_entry();

@@ -54,8 +54,9 @@ void unlock_all(rcu_state& st) noexcept {
 void before_fork() noexcept {
   if ((tls_memb.word.load(std::memory_order_relaxed) & memb_nest_mask) != 0) {
     // A grace period in progress would wait for this thread, and this thread for it.
-    rcu_die("fork() called inside a read-side critical section of rcu_default_domain(); "
-            "fork outside read-side sections");
+    rcu_die(
+        "fork() called inside a read-side critical section of rcu_default_domain(); "
+        "fork outside read-side sections");
   }
   was_online_qsbr = rcu_thread_is_online(rcu_qsbr_domain());
   was_online_tasks = rcu_thread_is_online(rcu_tasks_domain());
@@ -82,7 +83,7 @@ void after_fork_parent() noexcept {
 
 void after_fork_child() noexcept {
   for_each_state_reversed([](rcu_state& st) {
-    reset_registry_in_child(st);  // under registry_lock, still held
+    reset_registry_in_child(st);                    // under registry_lock, still held
     while (rcu_waiter* w = st.waiters.pop_front())  // threads of the parent
       (void)w;
     unlock_all(st);

@@ -30,9 +30,10 @@ namespace {
 void master_barrier(const rcu_state& st) noexcept {
   if (st.flavor.marked_sections && memb.membarrier.load(std::memory_order_relaxed)) {
     if (::syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) != 0) {
-      rcu_die("rcu: membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) failed after it was "
-              "registered: %s; readers rely on it, so no grace period can be sound",
-              std::strerror(errno));
+      rcu_die(
+          "rcu: membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) failed after it was "
+          "registered: %s; readers rely on it, so no grace period can be sound",
+          std::strerror(errno));
     }
     return;
   }
@@ -79,7 +80,7 @@ void run_grace_period(rcu_state& st, std::uint64_t n) noexcept {
   st.gp_start_ns.store(start, std::memory_order_relaxed);
   st.gp_started.store(n, std::memory_order_seq_cst);
   rcu_watchdog_install();  // done at load; a no-op here
-  watchdog_hold();  // the stall detector runs while a grace period is in progress
+  watchdog_hold();         // the stall detector runs while a grace period is in progress
   if (trace::enabled()) {
     trace::emit({.ts_ns = start,
                  .name = trace::rcu_grace_period_start,

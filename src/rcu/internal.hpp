@@ -128,9 +128,9 @@ struct rcu_callbacks {
   // Fork (fork.cpp): `pause` asks the thread to stop before its next callback; `busy` says
   // it may be inside one (Dekker, seq_cst). `in_hand` is the batch it took and has not run
   // yet (oldest first), for a fork child to queue again.
-  std::atomic<std::uint32_t> pause{0};        // A
-  std::atomic<std::uint32_t> busy{0};         // A
-  std::atomic<rcu_head*> in_hand{nullptr};    // P
+  std::atomic<std::uint32_t> pause{0};                                          // A
+  std::atomic<std::uint32_t> busy{0};                                           // A
+  std::atomic<rcu_head*> in_hand{nullptr};                                      // P
   std::atomic<std::uint64_t> queued{0}, invoked{0}, batches{0}, exceptions{0};  // A
 };
 
@@ -189,8 +189,7 @@ class listed_waiter {
 class offline_for_wait {
  public:
   explicit offline_for_wait(rcu_state& st)
-      : domain_(st.flavor.waits_offline && rcu_thread_is_online(st.domain) ? &st.domain
-                                                                           : nullptr) {
+      : domain_(st.flavor.waits_offline && rcu_thread_is_online(st.domain) ? &st.domain : nullptr) {
     if (domain_) rcu_thread_offline(*domain_);
   }
   ~offline_for_wait() {

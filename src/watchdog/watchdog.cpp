@@ -1,8 +1,8 @@
 #include "quiesce/watchdog.hpp"
 
+#include <pthread.h>
 #include <algorithm>
 #include <atomic>
-#include <pthread.h>
 
 #include <condition_variable>
 #include <map>

@@ -42,8 +42,8 @@ inline constexpr int pipe_len = 10;  // RCU_TORTURE_PIPE_LEN
 struct torture_result {
   std::array<std::uint64_t, pipe_len + 2> pipe{};   // Reader Pipe
   std::array<std::uint64_t, pipe_len + 2> batch{};  // Reader Batch
-  std::uint64_t reads = 0, exit_reads = 0, reader_threads = 0, updates = 0,
-                mbtest_failures = 0, fake_writes = 0, grace_periods = 0,
+  std::uint64_t reads = 0, exit_reads = 0, reader_threads = 0, updates = 0, mbtest_failures = 0,
+                fake_writes = 0, grace_periods = 0,
                 poll_failures = 0;  // a cookie not done after a synchronize that followed it
   double seconds = 0;
 
@@ -69,8 +69,7 @@ struct torture_result {
         << " (in thread exit: " << exit_reads << ", reader threads: " << reader_threads
         << ") updates=" << updates << " grace_periods=" << grace_periods << " in " << seconds
         << " s, fake_writes=" << fake_writes << " mbtest_failures=" << mbtest_failures
-        << " poll_failures=" << poll_failures
-        << "\nReader Pipe:";
+        << " poll_failures=" << poll_failures << "\nReader Pipe:";
     for (auto v : pipe)
       out << ' ' << v;
     out << "\nReader Batch:";

@@ -192,11 +192,12 @@ TEST(RcuFork, AChildThatExitsNormallyDoesNotHang) {
 // so in every child's static destructors when the fork hit a watchdog tick.
 TEST(RcuFork, AWatchdogCheckRunningAtTheForkDoesNotHangTheChild) {
   std::atomic<bool> in_check{false}, release{false};
-  watchdog_registration reg = watchdog_register("fork_blocker", [&](std::uint64_t, const watchdog_config&) {
-    in_check = true;
-    while (!release.load())
-      std::this_thread::yield();
-  });
+  watchdog_registration reg =
+      watchdog_register("fork_blocker", [&](std::uint64_t, const watchdog_config&) {
+        in_check = true;
+        while (!release.load())
+          std::this_thread::yield();
+      });
   watchdog_hold();  // keep the watchdog ticking
   ASSERT_TRUE(test::eventually([&] { return in_check.load(); })) << "the check never ran";
   const pid_t pid = ::fork();

@@ -48,7 +48,7 @@ static_assert(noexcept(std::declval<plain&>().retire()));
 static_assert(std::is_trivially_copyable_v<rcu_obj_base<plain>>);
 static_assert(std::is_trivially_copyable_v<plain>);
 static_assert(!std::is_constructible_v<rcu_obj_base<plain>>);  // protected constructor
-static_assert(!std::is_destructible_v<rcu_obj_base<plain>>);    // protected destructor
+static_assert(!std::is_destructible_v<rcu_obj_base<plain>>);   // protected destructor
 struct custom_deleter {
   void operator()(struct with_custom*) const;
 };

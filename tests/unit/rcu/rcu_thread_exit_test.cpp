@@ -37,11 +37,11 @@ rcu_domain& domain_of(flavor f) {
 // Shared by the exiting reader and the test.
 struct exit_probe {
   flavor f = flavor::memb;
-  std::atomic<bool> in_section{false};      // the destructor entered its section
-  std::atomic<bool> sync_calling{false};    // the synchronizer is about to wait
-  std::atomic<pid_t> sync_tid{0};           // ... on this thread
-  std::atomic<bool> sync_returned{false};   // rcu_synchronize() returned
-  std::atomic<bool> returned_inside{false}; // ... while the section was open: the bug
+  std::atomic<bool> in_section{false};       // the destructor entered its section
+  std::atomic<bool> sync_calling{false};     // the synchronizer is about to wait
+  std::atomic<pid_t> sync_tid{0};            // ... on this thread
+  std::atomic<bool> sync_returned{false};    // rcu_synchronize() returned
+  std::atomic<bool> returned_inside{false};  // ... while the section was open: the bug
   std::atomic<bool> left_section{false};
 };
 exit_probe* g_probe = nullptr;
