@@ -2,7 +2,9 @@
 // _LGPL_SOURCE), side by side in one binary:
 //   read-side lock+unlock (1 and 2 reader threads); QSBR quiescent state;
 //   rcu_synchronize latency p50/p99 with 0 and 2 busy readers;
-//   retire throughput: 1,000,000 retires (call_rcu), until rcu_barrier returns.
+//   retire throughput: 1,000,000 retires (call_rcu), until rcu_barrier returns (default
+//   and QSBR domains).
+// Repeat with --benchmark_repetitions=N; `quiesce bench peers` runs it and prints ratios.
 // Peers live in rcu_bench_urcu_memb.cpp / rcu_bench_urcu_qsbr.cpp (their headers clash).
 // Run: build/release/bin/bench_rcu   (./quiesce bench runs it too)
 #include <benchmark/benchmark.h>
@@ -98,6 +100,17 @@ void quiesce_obj_retire_until_barrier(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * rcu_bench::retire_items);
 }
 BENCHMARK(quiesce_obj_retire_until_barrier)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+void quiesce_qsbr_obj_retire_until_barrier(benchmark::State& state) {
+  quiesce::rcu_domain& d = rcu_qsbr_domain();
+  for (auto _ : state) {
+    for (std::int64_t i = 0; i < rcu_bench::retire_items; ++i)
+      (new retired)->retire({}, d);
+    quiesce::rcu_barrier(d);
+  }
+  state.SetItemsProcessed(state.iterations() * rcu_bench::retire_items);
+}
+BENCHMARK(quiesce_qsbr_obj_retire_until_barrier)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace
 

@@ -1,17 +1,23 @@
 // Workqueue dispatch against its peers, side by side in one binary:
-//   (a) throughput: 1,000,000 empty items posted from one thread, until all have run;
+//   (a) throughput: 1,000,000 empty items posted from one thread, or from two (500,000
+//       each), until all have run;
 //   (b) post-to-start latency of one item posted to an idle pool (p50 / p99 / p99.9 over
-//       10,000 posts; between posts the poster sleeps 200 us so the pool is idle again).
+//       2,000 posts; between posts the poster sleeps 200 us so the pool is idle again);
+//   (c) quiesce alone, how cost grows with work: throughput for 10^3 .. 10^7 items, and
+//       queue-to-start percentiles of a burst of 1 .. 100,000 items queued at once.
 // Peers (Debian packages): oneTBB task_arena with 2 threads, Boost.Asio thread_pool(2),
 // and a plain mutex + condition_variable pool of 2 threads.
-// Each benchmark is repeated (3 or 5 times) and reported as mean / median / stddev: quote
-// the medians, and compare ratios within one run (this machine moves 2-5x between runs).
-// Run: build/release/bin/bench_wq   (./quiesce bench runs it too)
+// One repetition is one run of the loop (Iterations(1)); repeat with
+// --benchmark_repetitions=N and quote medians, comparing ratios within one run (this
+// machine moves 2-5x between runs). `quiesce bench peers` runs this with repetitions and
+// prints the ratio table.
+// Run: build/release/bin/bench_wq --benchmark_repetitions=3   (./quiesce bench runs it too)
 #include <benchmark/benchmark.h>
 #include <oneapi/tbb/global_control.h>
 #include <oneapi/tbb/task_arena.h>
 #include <oneapi/tbb/task_group.h>
 
+#include <algorithm>
 #include <atomic>
 #include <boost/asio/post.hpp>
 #include <boost/asio/thread_pool.hpp>
@@ -30,7 +36,7 @@
 namespace {
 
 constexpr std::int64_t throughput_items = 1'000'000;
-constexpr int latency_posts = 10'000;
+constexpr int latency_posts = 2'000;
 
 // ---- the plain pool: one mutex, one condition variable, a deque of closures ----
 class mutex_pool {
@@ -89,96 +95,113 @@ void report_latency(benchmark::State& state, const quiesce::histogram& h) {
 
 // ---- (a) throughput ----
 
-void throughput_workqueue(benchmark::State& state, quiesce::wq_options options) {
-  quiesce::workqueue wq("bench", options);
-  // Work items are objects the caller owns: a ring of them, each re-queued once it ran.
-  constexpr std::size_t ring = 65536;
-  std::atomic<std::int64_t> done{0};
-  std::vector<std::unique_ptr<quiesce::work>> items;
-  for (std::size_t i = 0; i < ring; ++i) {
-    items.push_back(std::make_unique<quiesce::work>(
-        "empty", [&done](quiesce::work&) { done.fetch_add(1, std::memory_order_relaxed); }));
+// One run: `posters` threads each post `per_poster` items with post(poster, i), then the
+// caller waits until `done` counts them all.
+template <typename Post>
+void post_from(int posters, std::int64_t total, std::atomic<std::int64_t>& done, Post post) {
+  done.store(0, std::memory_order_relaxed);
+  const std::int64_t per_poster = total / posters;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < posters; ++t) {
+    threads.emplace_back([&, t] {
+      for (std::int64_t i = 0; i < per_poster; ++i)
+        post(t, i);
+    });
   }
-  for (auto _ : state) {
-    done = 0;
-    for (std::int64_t i = 0; i < throughput_items; ++i) {
-      quiesce::work& w = *items[static_cast<std::size_t>(i) % ring];
-      while (!wq.queue(w))
-        std::this_thread::yield();  // still pending from the last lap
+  for (auto& t : threads)
+    t.join();
+  wait_for_count(done, per_poster * posters);
+}
+
+void throughput_args(benchmark::internal::Benchmark* b) {
+  b->ArgName("posters")->Arg(1)->Arg(2)->Iterations(1)->Unit(benchmark::kMillisecond)->UseRealTime();
+}
+
+// Work items are objects the caller owns: a ring of them per poster, each re-queued once it
+// ran (a still-pending one is waited for).
+class item_rings {
+ public:
+  item_rings(int posters, std::atomic<std::int64_t>& done) {
+    for (int t = 0; t < posters; ++t) {
+      auto& ring = rings_.emplace_back();
+      for (std::size_t i = 0; i < ring_size; ++i) {
+        ring.push_back(std::make_unique<quiesce::work>(
+            "empty", [&done](quiesce::work&) { done.fetch_add(1, std::memory_order_relaxed); }));
+      }
     }
-    wait_for_count(done, throughput_items);
   }
+  quiesce::work& at(int poster, std::int64_t i) {
+    return *rings_[static_cast<std::size_t>(poster)][static_cast<std::size_t>(i) % ring_size];
+  }
+
+ private:
+  static constexpr std::size_t ring_size = 65536;
+  std::vector<std::vector<std::unique_ptr<quiesce::work>>> rings_;
+};
+
+void queue_all(quiesce::workqueue& wq, item_rings& rings, int posters, std::int64_t items,
+               std::atomic<std::int64_t>& done) {
+  post_from(posters, items, done, [&](int t, std::int64_t i) {
+    quiesce::work& w = rings.at(t, i);
+    while (!wq.queue(w))
+      std::this_thread::yield();  // still pending from the last lap
+  });
+}
+
+void throughput_workqueue(benchmark::State& state, quiesce::wq_options options) {
+  const int posters = static_cast<int>(state.range(0));
+  quiesce::workqueue wq("bench", options);
+  std::atomic<std::int64_t> done{0};
+  item_rings rings(posters, done);
+  for (auto _ : state)
+    queue_all(wq, rings, posters, throughput_items, done);
+  wq.flush();  // the last items may still be finishing: they die with `rings`
   state.SetItemsProcessed(state.iterations() * throughput_items);
 }
-BENCHMARK_CAPTURE(throughput_workqueue, bound, quiesce::wq_options{})
-    ->Unit(benchmark::kMillisecond)
-    ->UseRealTime()
-    ->Repetitions(3)
-    ->ReportAggregatesOnly(true);
+BENCHMARK_CAPTURE(throughput_workqueue, bound, quiesce::wq_options{})->Apply(throughput_args);
 BENCHMARK_CAPTURE(throughput_workqueue, unbound, quiesce::wq_options{.unbound = true})
-    ->Unit(benchmark::kMillisecond)
-    ->UseRealTime()
-    ->Repetitions(3)
-    ->ReportAggregatesOnly(true);
+    ->Apply(throughput_args);
 
 void throughput_tbb(benchmark::State& state) {
-  tbb::global_control control(tbb::global_control::max_allowed_parallelism, 3);
-  tbb::task_arena arena(2, 0);  // 2 workers, none reserved for the poster (machine.md)
-  tbb::task_group group;
+  const int posters = static_cast<int>(state.range(0));
+  tbb::global_control control(tbb::global_control::max_allowed_parallelism, 2 + posters);
+  tbb::task_arena arena(2, 0);  // 2 workers, none reserved for the posters (machine.md)
   std::atomic<std::int64_t> done{0};
   for (auto _ : state) {
-    done = 0;
-    arena.execute([&] {
-      for (std::int64_t i = 0; i < throughput_items; ++i) {
-        arena.enqueue([&done] { done.fetch_add(1, std::memory_order_relaxed); });
-      }
+    post_from(posters, throughput_items, done, [&](int, std::int64_t) {
+      arena.enqueue([&done] { done.fetch_add(1, std::memory_order_relaxed); });
     });
-    wait_for_count(done, throughput_items);
   }
   state.SetItemsProcessed(state.iterations() * throughput_items);
 }
-BENCHMARK(throughput_tbb)
-    ->Unit(benchmark::kMillisecond)
-    ->UseRealTime()
-    ->Repetitions(3)
-    ->ReportAggregatesOnly(true);
+BENCHMARK(throughput_tbb)->Apply(throughput_args);
 
 void throughput_asio(benchmark::State& state) {
+  const int posters = static_cast<int>(state.range(0));
   boost::asio::thread_pool pool(2);
   std::atomic<std::int64_t> done{0};
   for (auto _ : state) {
-    done = 0;
-    for (std::int64_t i = 0; i < throughput_items; ++i) {
+    post_from(posters, throughput_items, done, [&](int, std::int64_t) {
       boost::asio::post(pool, [&done] { done.fetch_add(1, std::memory_order_relaxed); });
-    }
-    wait_for_count(done, throughput_items);
+    });
   }
   pool.join();
   state.SetItemsProcessed(state.iterations() * throughput_items);
 }
-BENCHMARK(throughput_asio)
-    ->Unit(benchmark::kMillisecond)
-    ->UseRealTime()
-    ->Repetitions(3)
-    ->ReportAggregatesOnly(true);
+BENCHMARK(throughput_asio)->Apply(throughput_args);
 
 void throughput_mutex_pool(benchmark::State& state) {
+  const int posters = static_cast<int>(state.range(0));
   mutex_pool pool(2);
   std::atomic<std::int64_t> done{0};
   for (auto _ : state) {
-    done = 0;
-    for (std::int64_t i = 0; i < throughput_items; ++i) {
+    post_from(posters, throughput_items, done, [&](int, std::int64_t) {
       pool.post([&done] { done.fetch_add(1, std::memory_order_relaxed); });
-    }
-    wait_for_count(done, throughput_items);
+    });
   }
   state.SetItemsProcessed(state.iterations() * throughput_items);
 }
-BENCHMARK(throughput_mutex_pool)
-    ->Unit(benchmark::kMillisecond)
-    ->UseRealTime()
-    ->Repetitions(3)
-    ->ReportAggregatesOnly(true);
+BENCHMARK(throughput_mutex_pool)->Apply(throughput_args);
 
 // ---- (b) post-to-start latency to an idle pool ----
 
@@ -201,6 +224,10 @@ void latency_loop(benchmark::State& state, Post post) {
   report_latency(state, h);
 }
 
+void latency_args(benchmark::internal::Benchmark* b) {
+  b->Iterations(1)->Unit(benchmark::kMillisecond);
+}
+
 void latency_workqueue(benchmark::State& state, quiesce::wq_options options) {
   quiesce::workqueue wq("bench-lat", options);
   std::function<void()> fn;
@@ -212,48 +239,91 @@ void latency_workqueue(benchmark::State& state, quiesce::wq_options options) {
   });
   item.flush();
 }
-BENCHMARK_CAPTURE(latency_workqueue, bound, quiesce::wq_options{})
-    ->Iterations(1)
-    ->Repetitions(5)
-    ->ReportAggregatesOnly(true)
-    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(latency_workqueue, bound, quiesce::wq_options{})->Apply(latency_args);
 BENCHMARK_CAPTURE(latency_workqueue, unbound, quiesce::wq_options{.unbound = true})
-    ->Iterations(1)
-    ->Repetitions(5)
-    ->ReportAggregatesOnly(true)
-    ->Unit(benchmark::kMillisecond);
+    ->Apply(latency_args);
 
 void latency_tbb(benchmark::State& state) {
   tbb::global_control control(tbb::global_control::max_allowed_parallelism, 3);
   tbb::task_arena arena(2, 0);
   latency_loop(state, [&](std::function<void()> f) { arena.enqueue(std::move(f)); });
 }
-BENCHMARK(latency_tbb)
-    ->Iterations(1)
-    ->Repetitions(5)
-    ->ReportAggregatesOnly(true)
-    ->Unit(benchmark::kMillisecond);
+BENCHMARK(latency_tbb)->Apply(latency_args);
 
 void latency_asio(benchmark::State& state) {
   boost::asio::thread_pool pool(2);
   latency_loop(state, [&](std::function<void()> f) { boost::asio::post(pool, std::move(f)); });
   pool.join();
 }
-BENCHMARK(latency_asio)
-    ->Iterations(1)
-    ->Repetitions(5)
-    ->ReportAggregatesOnly(true)
-    ->Unit(benchmark::kMillisecond);
+BENCHMARK(latency_asio)->Apply(latency_args);
 
 void latency_mutex_pool(benchmark::State& state) {
   mutex_pool pool(2);
   latency_loop(state, [&](std::function<void()> f) { pool.post(std::move(f)); });
 }
-BENCHMARK(latency_mutex_pool)
-    ->Iterations(1)
-    ->Repetitions(5)
-    ->ReportAggregatesOnly(true)
-    ->Unit(benchmark::kMillisecond);
+BENCHMARK(latency_mutex_pool)->Apply(latency_args);
+
+// ---- (c) how cost grows with work (quiesce only) ----
+
+// Throughput of N empty items from one thread, N = 10^3 .. 10^7.
+void scaling_throughput(benchmark::State& state, quiesce::wq_options options) {
+  const std::int64_t items = state.range(0);
+  quiesce::workqueue wq("bench-scale", options);
+  std::atomic<std::int64_t> done{0};
+  item_rings rings(1, done);
+  for (auto _ : state)
+    queue_all(wq, rings, 1, items, done);
+  wq.flush();  // the last items may still be finishing: they die with `rings`
+  state.SetItemsProcessed(state.iterations() * items);
+}
+void scaling_args(benchmark::internal::Benchmark* b) {
+  b->ArgName("items")->RangeMultiplier(10)->Range(1'000, 10'000'000)->Iterations(1);
+  b->Unit(benchmark::kMillisecond)->UseRealTime();
+}
+BENCHMARK_CAPTURE(scaling_throughput, bound, quiesce::wq_options{})->Apply(scaling_args);
+BENCHMARK_CAPTURE(scaling_throughput, unbound, quiesce::wq_options{.unbound = true})
+    ->Apply(scaling_args);
+
+// Queue-to-start of every item of a burst of Q items queued at once onto an idle queue:
+// p50 / p99 / max over at least 10,000 items (bursts repeated, the queue idle between).
+void burst_latency(benchmark::State& state, quiesce::wq_options options) {
+  const auto burst = static_cast<std::size_t>(state.range(0));
+  quiesce::workqueue wq("bench-burst", options);
+  // Each item stamps its own start; the poster reads the stamps after the burst.
+  std::vector<std::uint64_t> queued_at(burst), started_at(burst);
+  quiesce::histogram h;
+  std::atomic<std::int64_t> done{0};
+  std::vector<std::unique_ptr<quiesce::work>> items;
+  for (std::size_t i = 0; i < burst; ++i) {
+    items.push_back(std::make_unique<quiesce::work>("burst", [&, i](quiesce::work&) {
+      started_at[i] = quiesce::now_ns();
+      done.fetch_add(1, std::memory_order_release);
+    }));
+  }
+  for (auto _ : state) {
+    const std::size_t bursts = std::max<std::size_t>(1, 10'000 / burst);
+    for (std::size_t b = 0; b < bursts; ++b) {
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+      done.store(0, std::memory_order_relaxed);
+      for (std::size_t i = 0; i < burst; ++i) {
+        queued_at[i] = quiesce::now_ns();
+        wq.queue(*items[i]);
+      }
+      wait_for_count(done, static_cast<std::int64_t>(burst));
+      for (std::size_t i = 0; i < burst; ++i)
+        h.record(started_at[i] - queued_at[i]);
+    }
+  }
+  wq.flush();  // the last item may still be finishing: it dies with `items`
+  state.counters["p50_us"] = static_cast<double>(h.percentile(50)) / 1e3;
+  state.counters["p99_us"] = static_cast<double>(h.percentile(99)) / 1e3;
+  state.counters["max_us"] = static_cast<double>(h.max()) / 1e3;
+}
+void burst_args(benchmark::internal::Benchmark* b) {
+  b->ArgName("queued")->RangeMultiplier(10)->Range(1, 100'000)->Iterations(1);
+  b->Unit(benchmark::kMillisecond);
+}
+BENCHMARK_CAPTURE(burst_latency, bound, quiesce::wq_options{})->Apply(burst_args);
 
 }  // namespace
 

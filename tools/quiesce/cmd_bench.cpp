@@ -1,0 +1,45 @@
+// quiesce bench peers - the runtime against the libraries a user would pick instead
+// (peers.hpp): the ratio table, and how quiesce's cost grows with work.
+#include <fmt/format.h>
+
+#include "peers.hpp"
+#include "registry.hpp"
+
+namespace quiesce::cli {
+namespace {
+
+struct bench_options {
+  peers_options peers;
+  bool json = false;
+  bool quick = false;
+};
+
+const command_registrar bench_command{
+    {"bench", [](CLI::App& app) {
+       auto* sub = app.add_subcommand("bench", "Benchmarks of the runtime");
+       sub->require_subcommand(1);
+       auto* peers = sub->add_subcommand(
+           "peers",
+           "quiesce against a mutex+condvar pool, oneTBB, Boost.Asio and liburcu, side by side "
+           "(runs bench_wq and bench_rcu from beside this program)");
+       auto opt = std::make_shared<bench_options>();
+       peers->add_option("--repetitions", opt->peers.repetitions,
+                         "Repetitions of every measurement (medians are quoted)")
+           ->check(CLI::Range(1, 50))
+           ->capture_default_str();
+       peers->add_flag("--quick", opt->quick,
+                       "Only the ratio table (not how throughput and latency grow with work)");
+       peers->add_flag("--json", opt->json, "Print the results as one JSON object on stdout");
+       peers->callback([opt] {
+         opt->peers.growth = !opt->quick;
+         const peers_result r = run_peers(opt->peers);
+         if (opt->json) {
+           fmt::print("{}\n", to_json(r).dump(2));
+         } else {
+           fmt::print("{}", peers_markdown(r));
+         }
+       });
+     }}};
+
+}  // namespace
+}  // namespace quiesce::cli

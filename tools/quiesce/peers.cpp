@@ -1,0 +1,405 @@
+// The runtime-vs-peers comparison (peers.hpp): which benchmark answers which row, running
+// the benchmark programs, reading their JSON, and the renderings.
+#include "peers.hpp"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <stdexcept>
+
+#include "quiesce/clock.hpp"
+
+extern char** environ;
+
+namespace quiesce::cli {
+
+namespace fs = std::filesystem;
+
+double sample_set::median() const {
+  if (values.empty()) return 0;
+  std::vector<double> v = values;
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+double sample_set::min() const {
+  return values.empty() ? 0 : *std::min_element(values.begin(), values.end());
+}
+double sample_set::max() const {
+  return values.empty() ? 0 : *std::max_element(values.begin(), values.end());
+}
+
+const sample_set& peer_row::best_peer() const {
+  const auto better_median = [&](const sample_set& a, const sample_set& b) {
+    return direction == better::higher ? a.median() > b.median() : a.median() < b.median();
+  };
+  return *std::min_element(peers.begin(), peers.end(), better_median);
+}
+
+double peer_row::ratio() const {
+  const double ours_m = ours.median();
+  const double theirs = best_peer().median();
+  if (ours_m <= 0 || theirs <= 0) return 0;
+  return direction == better::higher ? ours_m / theirs : theirs / ours_m;
+}
+
+namespace {
+
+// ---- which benchmark answers which row -----------------------------------------------
+
+// A measurement: a benchmark's run name up to its parameters' end (the lookup ignores the
+// "/iterations:", "/real_time" and "/threads:" suffixes Google Benchmark appends).
+struct source {
+  std::string runtime;
+  std::string program;  // "bench_wq" or "bench_rcu"
+  std::string benchmark;
+};
+
+struct row_spec {
+  std::string metric;
+  std::string unit;
+  better direction;
+  std::string field;  // "items_per_second", "real_time" (ns) or a counter ("p50_us")
+  double scale;       // applied to the field
+  source ours;
+  std::vector<source> peers;
+};
+
+source wq(std::string runtime, std::string benchmark) {
+  return {std::move(runtime), "bench_wq", std::move(benchmark)};
+}
+source rcu(std::string runtime, std::string benchmark) {
+  return {std::move(runtime), "bench_rcu", std::move(benchmark)};
+}
+
+std::vector<row_spec> row_specs() {
+  std::vector<row_spec> rows;
+  // Dispatch throughput: a bound queue against the mutex pool (the kernel-semantics
+  // per-CPU queue's counterpart), an unbound one against every peer.
+  for (const int posters : {1, 2}) {
+    const std::string suffix = fmt::format("/posters:{}", posters);
+    const std::string from = posters == 1 ? "one thread" : "two threads";
+    rows.push_back({fmt::format("1M empty items from {}, bound", from), "M items/s",
+                    better::higher, "items_per_second", 1e-6,
+                    wq("quiesce", "throughput_workqueue/bound" + suffix),
+                    {wq("mutex+condvar", "throughput_mutex_pool" + suffix)}});
+    rows.push_back({fmt::format("1M empty items from {}, unbound", from), "M items/s",
+                    better::higher, "items_per_second", 1e-6,
+                    wq("quiesce", "throughput_workqueue/unbound" + suffix),
+                    {wq("oneTBB", "throughput_tbb" + suffix), wq("Boost.Asio", "throughput_asio" + suffix),
+                     wq("mutex+condvar", "throughput_mutex_pool" + suffix)}});
+  }
+  for (const char* queue : {"bound", "unbound"}) {
+    for (const char* pct : {"p50", "p99"}) {
+      rows.push_back({fmt::format("post -> start, idle pool, {}, {}", pct, queue), "us",
+                      better::lower, fmt::format("{}_us", pct), 1.0,
+                      wq("quiesce", fmt::format("latency_workqueue/{}", queue)),
+                      {wq("oneTBB", "latency_tbb"), wq("Boost.Asio", "latency_asio"),
+                       wq("mutex+condvar", "latency_mutex_pool")}});
+    }
+  }
+  rows.push_back({"read lock+unlock, 1 thread", "ns", better::lower, "real_time", 1.0,
+                  rcu("quiesce", "quiesce_read_lock_unlock/threads:1"),
+                  {rcu("liburcu memb", "urcu_memb_read_lock_unlock/threads:1")}});
+  rows.push_back({"QSBR quiescent state, 1 thread", "ns", better::lower, "real_time", 1.0,
+                  rcu("quiesce", "quiesce_qsbr_quiescent_state/threads:1"),
+                  {rcu("liburcu qsbr", "urcu_qsbr_quiescent_state_bench/threads:1")}});
+  for (const char* readers : {"0", "2"}) {
+    const std::string r = readers;
+    const std::string what = r == "0" ? "no readers" : "2 busy readers";
+    for (const char* pct : {"p50", "p99"}) {
+      if (r == "0" && std::string(pct) == "p99") continue;  // one row: the typical cost
+      rows.push_back({fmt::format("rcu_synchronize, {}, {}: default", what, pct), "us",
+                      better::lower, fmt::format("{}_us", pct), 1.0,
+                      rcu("quiesce", "quiesce_synchronize/" + r),
+                      {rcu("liburcu memb", "urcu_memb_synchronize/" + r)}});
+      rows.push_back({fmt::format("rcu_synchronize, {}, {}: QSBR", what, pct), "us",
+                      better::lower, fmt::format("{}_us", pct), 1.0,
+                      rcu("quiesce", "quiesce_qsbr_synchronize/" + r),
+                      {rcu("liburcu qsbr", "urcu_qsbr_synchronize/" + r)}});
+    }
+  }
+  rows.push_back({"1M retires until barrier: default", "M items/s", better::higher,
+                  "items_per_second", 1e-6, rcu("quiesce", "quiesce_obj_retire_until_barrier"),
+                  {rcu("liburcu memb", "urcu_memb_call_rcu_until_barrier")}});
+  rows.push_back({"1M retires until barrier: QSBR", "M items/s", better::higher,
+                  "items_per_second", 1e-6,
+                  rcu("quiesce", "quiesce_qsbr_obj_retire_until_barrier"),
+                  {rcu("liburcu qsbr", "urcu_qsbr_call_rcu_until_barrier")}});
+  return rows;
+}
+
+constexpr std::int64_t scaling_sizes[] = {1'000, 10'000, 100'000, 1'000'000, 10'000'000};
+constexpr std::int64_t burst_sizes[] = {1, 10, 100, 1'000, 10'000, 100'000};
+
+// ---- running a benchmark program -------------------------------------------------------
+
+// Every repetition of every benchmark of one program's run, by run name.
+using runs = std::map<std::string, std::vector<nlohmann::json>>;
+
+fs::path self_dir() {
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (ec) throw std::runtime_error(fmt::format("cannot find this executable: {}", ec.message()));
+  return exe.parent_path();
+}
+
+std::string tail_of(const fs::path& file, std::size_t bytes) {
+  std::ifstream in(file);
+  std::stringstream s;
+  s << in.rdbuf();
+  const std::string all = s.str();
+  return all.size() > bytes ? all.substr(all.size() - bytes) : all;
+}
+
+// Runs `program` from `dir` with JSON output to a file, its console output to a log;
+// returns its runs. `filter` is a Google Benchmark regex.
+runs run_benchmark(const fs::path& dir, const std::string& program, const std::string& filter,
+                   int repetitions) {
+  const fs::path exe = dir / program;
+  if (!fs::exists(exe)) {
+    throw std::runtime_error(fmt::format(
+        "{} not found in {} (the release build has it: ./quiesce build)", program, dir.string()));
+  }
+  char tmpl[] = "/tmp/quiesce-peers-XXXXXX";
+  if (!::mkdtemp(tmpl)) {
+    throw std::runtime_error(fmt::format("cannot create a temporary directory: {}",
+                                         std::strerror(errno)));
+  }
+  const fs::path tmp = tmpl;
+  const fs::path out = tmp / "out.json";
+  const fs::path log = tmp / "console.log";
+  std::vector<std::string> args = {exe.string(),
+                                   "--benchmark_out=" + out.string(),
+                                   "--benchmark_out_format=json",
+                                   fmt::format("--benchmark_repetitions={}", repetitions),
+                                   "--benchmark_min_time=0.1",
+                                   "--benchmark_filter=" + filter};
+  std::vector<char*> argv;
+  for (auto& a : args)
+    argv.push_back(a.data());
+  argv.push_back(nullptr);
+
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log.c_str(),
+                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
+  pid_t pid = 0;
+  const int rc = ::posix_spawn(&pid, exe.c_str(), &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (rc != 0) {
+    fs::remove_all(tmp);
+    throw std::runtime_error(fmt::format("cannot run {}: {}", exe.string(), std::strerror(rc)));
+  }
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    const std::string tail = tail_of(log, 2000);
+    fs::remove_all(tmp);
+    throw std::runtime_error(fmt::format("{} failed ({}); its last output:\n{}", program,
+                                         WIFEXITED(status)
+                                             ? fmt::format("exit {}", WEXITSTATUS(status))
+                                             : fmt::format("signal {}", WTERMSIG(status)),
+                                         tail));
+  }
+  nlohmann::json doc;
+  try {
+    std::ifstream in(out);
+    doc = nlohmann::json::parse(in);
+  } catch (const std::exception& e) {
+    fs::remove_all(tmp);
+    throw std::runtime_error(fmt::format("{}: unreadable JSON output: {}", program, e.what()));
+  }
+  fs::remove_all(tmp);
+  runs result;
+  for (const auto& b : doc.value("benchmarks", nlohmann::json::array())) {
+    if (b.value("run_type", "") != "iteration") continue;  // aggregates are ours to compute
+    if (b.contains("error_occurred") && b["error_occurred"].get<bool>()) {
+      throw std::runtime_error(fmt::format("{}: {} reported an error: {}", program,
+                                           b.value("name", "?"), b.value("error_message", "")));
+    }
+    result[b.value("run_name", b.value("name", ""))].push_back(b);
+  }
+  return result;
+}
+
+// The run whose name is `benchmark` followed by nothing or by Google Benchmark's own
+// suffixes.
+const std::vector<nlohmann::json>& find_run(const runs& all, const source& s) {
+  for (const auto& [name, reps] : all) {
+    if (name == s.benchmark) return reps;
+    if (name.rfind(s.benchmark + "/", 0) == 0) {
+      const std::string rest = name.substr(s.benchmark.size() + 1);
+      if (rest.rfind("iterations:", 0) == 0 || rest.rfind("real_time", 0) == 0 ||
+          rest.rfind("threads:", 0) == 0 || rest.rfind("min_time:", 0) == 0) {
+        return reps;
+      }
+    }
+  }
+  throw std::runtime_error(
+      fmt::format("{}: no measurement named {} in its output", s.program, s.benchmark));
+}
+
+double field_of(const nlohmann::json& rep, const std::string& field, const source& s) {
+  if (!rep.contains(field)) {
+    throw std::runtime_error(
+        fmt::format("{}: {} has no field {}", s.program, s.benchmark, field));
+  }
+  double v = rep[field].get<double>();
+  if (field == "real_time" && rep.value("time_unit", "ns") != "ns") {
+    throw std::runtime_error(fmt::format("{}: {} is not timed in ns", s.program, s.benchmark));
+  }
+  return v;
+}
+
+sample_set samples(const std::map<std::string, runs>& by_program, const source& s,
+                   const std::string& field, double scale) {
+  sample_set set{.runtime = s.runtime, .values = {}};
+  for (const auto& rep : find_run(by_program.at(s.program), s))
+    set.values.push_back(field_of(rep, field, s) * scale);
+  return set;
+}
+
+std::string fmt_value(double v) {
+  if (v >= 100) return fmt::format("{:.0f}", v);
+  if (v >= 10) return fmt::format("{:.1f}", v);
+  if (v >= 1) return fmt::format("{:.2f}", v);
+  return fmt::format("{:.3f}", v);
+}
+
+// "median (min-max)"
+std::string fmt_set(const sample_set& s) {
+  return fmt::format("{} ({}-{})", fmt_value(s.median()), fmt_value(s.min()),
+                     fmt_value(s.max()));
+}
+
+nlohmann::json set_json(const sample_set& s) {
+  return {{"runtime", s.runtime}, {"values", s.values}, {"median", s.median()},
+          {"min", s.min()},       {"max", s.max()}};
+}
+
+}  // namespace
+
+peers_result run_peers(const peers_options& options) {
+  if (options.repetitions < 1) throw std::invalid_argument("repetitions: at least 1");
+  const std::uint64_t started = now_ns();
+  const fs::path dir = options.bench_dir.empty() ? self_dir() : options.bench_dir;
+  std::string wq_filter = "^(throughput|latency)_";
+  if (options.growth) wq_filter = "^(throughput|latency|scaling|burst)_";
+  std::map<std::string, runs> by_program;
+  fmt::print(stderr, "quiesce bench peers: running bench_wq ({} repetitions)...\n",
+             options.repetitions);
+  by_program["bench_wq"] = run_benchmark(dir, "bench_wq", wq_filter, options.repetitions);
+  fmt::print(stderr, "quiesce bench peers: running bench_rcu ({} repetitions)...\n",
+             options.repetitions);
+  by_program["bench_rcu"] = run_benchmark(dir, "bench_rcu", ".", options.repetitions);
+
+  peers_result result;
+  result.repetitions = options.repetitions;
+  for (const row_spec& spec : row_specs()) {
+    peer_row row{.metric = spec.metric,
+                 .unit = spec.unit,
+                 .direction = spec.direction,
+                 .ours = samples(by_program, spec.ours, spec.field, spec.scale),
+                 .peers = {}};
+    for (const source& p : spec.peers)
+      row.peers.push_back(samples(by_program, p, spec.field, spec.scale));
+    result.rows.push_back(std::move(row));
+  }
+  if (options.growth) {
+    for (const char* queue : {"bound", "unbound"}) {
+      for (const std::int64_t n : scaling_sizes) {
+        const source s = wq("quiesce", fmt::format("scaling_throughput/{}/items:{}", queue, n));
+        result.scaling.push_back(
+            {queue, n, samples(by_program, s, "items_per_second", 1e-6)});
+      }
+    }
+    for (const std::int64_t q : burst_sizes) {
+      const source s = wq("quiesce", fmt::format("burst_latency/bound/queued:{}", q));
+      result.bursts.push_back({q, samples(by_program, s, "p50_us", 1.0),
+                               samples(by_program, s, "p99_us", 1.0),
+                               samples(by_program, s, "max_us", 1.0)});
+    }
+  }
+  result.seconds = static_cast<double>(now_ns() - started) / 1e9;
+  return result;
+}
+
+nlohmann::json to_json(const peers_result& r) {
+  nlohmann::json rows = nlohmann::json::array();
+  for (const peer_row& row : r.rows) {
+    nlohmann::json peers = nlohmann::json::array();
+    for (const sample_set& p : row.peers)
+      peers.push_back(set_json(p));
+    rows.push_back({{"metric", row.metric},
+                    {"unit", row.unit},
+                    {"better", row.direction == better::higher ? "higher" : "lower"},
+                    {"quiesce", set_json(row.ours)},
+                    {"peers", peers},
+                    {"best_peer", row.best_peer().runtime},
+                    {"ratio", row.ratio()},
+                    {"meets_goal", row.meets_goal()}});
+  }
+  nlohmann::json scaling = nlohmann::json::array();
+  for (const scaling_row& s : r.scaling)
+    scaling.push_back({{"queue", s.queue}, {"items", s.items}, {"throughput", set_json(s.throughput)}});
+  nlohmann::json bursts = nlohmann::json::array();
+  for (const burst_row& b : r.bursts) {
+    bursts.push_back({{"queued", b.queued},
+                      {"p50_us", set_json(b.p50)},
+                      {"p99_us", set_json(b.p99)},
+                      {"max_us", set_json(b.max)}});
+  }
+  return {{"repetitions", r.repetitions}, {"rows", rows},        {"scaling", scaling},
+          {"bursts", bursts},             {"seconds", r.seconds}};
+}
+
+std::string peers_markdown(const peers_result& r) {
+  std::string md = fmt::format(
+      "Medians of {} repetitions in one run, (min-max) of the repetitions. Ratio: quiesce "
+      "against the best peer, >= 1.00 means quiesce is at least as good (throughput: ours / "
+      "theirs; latency and cost: theirs / ours).\n\n"
+      "| metric | quiesce | peers | best peer | ratio | goal |\n|---|---|---|---|---|---|\n",
+      r.repetitions);
+  for (const peer_row& row : r.rows) {
+    std::string peers;
+    for (const sample_set& p : row.peers)
+      peers += fmt::format("{}{} {}", peers.empty() ? "" : "; ", p.runtime, fmt_set(p));
+    md += fmt::format("| {} ({}) | {} | {} | {} | {:.2f}x | {} |\n", row.metric, row.unit,
+                      fmt_set(row.ours), peers, row.best_peer().runtime, row.ratio(),
+                      row.meets_goal() ? "met" : "NOT met");
+  }
+  if (!r.scaling.empty()) {
+    md += "\nHow throughput grows with the number of items (quiesce, one poster, M items/s):\n\n"
+          "| items | bound | unbound |\n|---|---|---|\n";
+    const std::size_t half = r.scaling.size() / 2;
+    for (std::size_t i = 0; i < half; ++i) {
+      md += fmt::format("| {} | {} | {} |\n", r.scaling[i].items, fmt_set(r.scaling[i].throughput),
+                        fmt_set(r.scaling[half + i].throughput));
+    }
+  }
+  if (!r.bursts.empty()) {
+    md += "\nQueue-to-start of every item of a burst queued at once (quiesce, bound queue, "
+          "us; >= 10,000 items per repetition):\n\n"
+          "| queued at once | p50 | p99 | max |\n|---|---|---|---|\n";
+    for (const burst_row& b : r.bursts) {
+      md += fmt::format("| {} | {} | {} | {} |\n", b.queued, fmt_set(b.p50), fmt_set(b.p99),
+                        fmt_set(b.max));
+    }
+  }
+  md += fmt::format("\nMeasured in {:.0f} s.\n", r.seconds);
+  return md;
+}
+
+}  // namespace quiesce::cli

@@ -1,0 +1,78 @@
+// The runtime-vs-peers comparison (`quiesce bench peers`, and the report's section): runs
+// the Google Benchmark programs built beside the CLI (bench_wq against oneTBB, Boost.Asio
+// and a mutex+condvar pool; bench_rcu against liburcu memb and qsbr) with repetitions,
+// reads their JSON output, and compares quiesce with each peer per metric - medians, the
+// spread of the repetitions, and the ratio to the best peer - plus how quiesce's own cost
+// grows with the amount of work. Results are typed; Markdown and JSON are renderings.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+namespace quiesce::cli {
+
+// One runtime's repetitions of one measurement.
+struct sample_set {
+  std::string runtime;         // "quiesce", "mutex+condvar", "oneTBB", "liburcu memb", ...
+  std::vector<double> values;  // one per repetition, in the row's unit
+  double median() const;
+  double min() const;
+  double max() const;
+};
+
+enum class better { higher, lower };
+
+// One metric, quiesce beside every peer measured for it.
+struct peer_row {
+  std::string metric;
+  std::string unit;  // "M items/s", "us", "ns"
+  better direction = better::higher;
+  sample_set ours;
+  std::vector<sample_set> peers;
+  // The peer with the best median.
+  const sample_set& best_peer() const;
+  // How quiesce's median compares with the best peer's: >= 1 means at least as good
+  // (throughput ours / theirs; latency and cost theirs / ours).
+  double ratio() const;
+  // The goal of issue 14: at least as good as the best peer.
+  bool meets_goal() const { return ratio() >= 1.0; }
+};
+
+// quiesce alone: throughput of N items from one thread.
+struct scaling_row {
+  std::string queue;  // "bound" or "unbound"
+  std::int64_t items = 0;
+  sample_set throughput;  // M items/s
+};
+
+// quiesce alone: queue-to-start of every item of a burst of `queued` items.
+struct burst_row {
+  std::int64_t queued = 0;
+  sample_set p50, p99, max;  // us
+};
+
+struct peers_result {
+  int repetitions = 0;
+  std::vector<peer_row> rows;
+  std::vector<scaling_row> scaling;  // empty when not asked for
+  std::vector<burst_row> bursts;     // empty when not asked for
+  double seconds = 0;                // wall time of the whole run
+};
+
+struct peers_options {
+  int repetitions = 3;
+  bool growth = true;                  // also the scaling and burst tables
+  std::filesystem::path bench_dir;     // empty: the directory of this executable
+};
+
+// Runs the benchmarks and builds the table. Throws std::runtime_error naming the program
+// when a benchmark program is missing, fails, or lacks a measurement the table needs.
+peers_result run_peers(const peers_options& options);
+
+nlohmann::json to_json(const peers_result& result);
+std::string peers_markdown(const peers_result& result);
+
+}  // namespace quiesce::cli
