@@ -13,6 +13,7 @@
 namespace quiesce {
 
 // The kernel thread id of the calling thread (gettid), as used in /proc/self/task/TID.
+// One system call per thread: the value is cached (and forgotten in a fork child).
 pid_t this_thread_tid() noexcept;
 
 // Names the calling thread (visible in top, /proc/self/task/TID/comm, gdb, traces). Linux
@@ -20,6 +21,9 @@ pid_t this_thread_tid() noexcept;
 void set_this_thread_name(std::string_view name);
 // The calling thread's name as the kernel holds it.
 std::string this_thread_name();
+// The name of thread `tid` of this process (/proc/self/task/TID/comm), or "?" if it has
+// exited or cannot be read.
+std::string thread_name_of(pid_t tid);
 
 // Restricts the calling thread to `cpus`. Returns false (errno-style failure, nothing
 // changed) if the kernel refuses, e.g. none of the CPUs is allowed by the cgroup.

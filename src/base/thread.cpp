@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <stdexcept>
 
@@ -14,9 +15,31 @@
 
 namespace quiesce {
 
-// Not cached: a cached value would be wrong in a child after fork().
+namespace {
+
+thread_local pid_t tls_tid = 0;  // the calling thread's tid once asked; 0 in a fork child
+
+// A fork child's only thread is the one that forked, with a new tid: forget the cached one.
+[[maybe_unused]] const int forget_tid_in_child =
+    ::pthread_atfork(nullptr, nullptr, [] { tls_tid = 0; });
+
+}  // namespace
+
 pid_t this_thread_tid() noexcept {
-  return ::gettid();
+  if (tls_tid == 0) tls_tid = ::gettid();
+  return tls_tid;
+}
+
+std::string thread_name_of(pid_t tid) {
+  std::FILE* f = std::fopen(fmt::format("/proc/self/task/{}/comm", tid).c_str(), "re");
+  if (!f) return "?";
+  char buf[32] = {};
+  const bool ok = std::fgets(buf, sizeof(buf), f) != nullptr;
+  std::fclose(f);
+  if (!ok) return "?";
+  std::string name = buf;
+  if (!name.empty() && name.back() == '\n') name.pop_back();
+  return name;
 }
 
 void set_this_thread_name(std::string_view name) {

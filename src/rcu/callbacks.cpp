@@ -334,11 +334,8 @@ void rcu_barrier(rcu_domain& domain) noexcept {
   }
   rcu_voluntary_block blocking;
   detail::offline_for_wait offline(st);  // an online QSBR caller would wait for itself
-  std::optional<detail::listed_waiter> listed;
-  try {
-    listed.emplace(st);
-  } catch (...) {  // out of memory for the name: wait unlisted
-  }
+  detail::blocking_waiter me(st);
+  me.list();  // the callback thread must run a grace period first: we block
   if constexpr (detail::mutant::rcu_barrier_no_wait) return;
   detail::barrier_node node;
   detail::rcu_enqueue(domain, &node);

@@ -50,12 +50,14 @@ bool any_holdout(rcu_state& st, std::uint64_t gp) noexcept {
   return false;
 }
 
-// Waits until no registered thread holds grace period `gp`: a short spin, then sleep until
-// a reader leaves its section (or reports, or goes offline, or exits) and wakes us.
-void wait_for_readers(rcu_state& st, std::uint64_t gp) noexcept {
+// Waits until no registered thread holds grace period `gp`: a short spin, then (listed as a
+// waiter, the stall detector watching) sleep until a reader leaves its section (or
+// reports, or goes offline, or exits) and wakes us.
+void wait_for_readers(rcu_state& st, std::uint64_t gp, blocking_waiter& me) noexcept {
 #if defined(QUIESCE_RCU_BROKEN_FOR_TESTS)
   (void)st;
   (void)gp;
+  (void)me;
   return;  // deliberately broken: grace periods end at once (tests/stress only)
 #endif
   std::atomic<std::uint32_t>& waiting = st.flavor.waiting;
@@ -65,6 +67,8 @@ void wait_for_readers(rcu_state& st, std::uint64_t gp) noexcept {
       __builtin_ia32_pause();
       continue;
     }
+    me.list();
+    me.hold();
     waiting.store(1, std::memory_order_seq_cst);
     master_barrier(st);  // readers that left before now are seen; later ones see `waiting`
     if (!any_holdout(st, gp)) {
@@ -75,12 +79,11 @@ void wait_for_readers(rcu_state& st, std::uint64_t gp) noexcept {
   }
 }
 
-void run_grace_period(rcu_state& st, std::uint64_t n) noexcept {
+void run_grace_period(rcu_state& st, std::uint64_t n, blocking_waiter& me) noexcept {
   const std::uint64_t start = now_ns();
   st.gp_start_ns.store(start, std::memory_order_relaxed);
   st.gp_started.store(n, std::memory_order_seq_cst);
   rcu_watchdog_install();  // done at load; a no-op here
-  watchdog_hold();         // the stall detector runs while a grace period is in progress
   if (trace::enabled()) {
     trace::emit({.ts_ns = start,
                  .name = trace::rcu_grace_period_start,
@@ -93,7 +96,7 @@ void run_grace_period(rcu_state& st, std::uint64_t n) noexcept {
   master_barrier(st);  // removals before the call are ordered before the scan
   st.flavor.counter.store(st.flavor.counter_for(n), std::memory_order_seq_cst);
   std::atomic_thread_fence(std::memory_order_seq_cst);
-  wait_for_readers(st, n);
+  wait_for_readers(st, n, me);  // holds the watchdog (the stall detector) if it blocks
   master_barrier(st);  // readers' accesses are done before anything after the call
   const std::uint64_t end = now_ns();
   {
@@ -110,7 +113,6 @@ void run_grace_period(rcu_state& st, std::uint64_t n) noexcept {
                  .num_val = n});
   }
   st.gp_completed.store(n, std::memory_order_seq_cst);
-  watchdog_release();
 }
 
 std::uint64_t first_grace_period_from_now(const rcu_state& st) noexcept {
@@ -146,14 +148,17 @@ void synchronize(rcu_state& st) noexcept {
   const std::uint64_t want = first_grace_period_from_now(st);  // any that starts from now
   rcu_voluntary_block blocking;  // a Tasks quiescent state while we block
   offline_for_wait offline(st);
-  listed_waiter listed(st);
-  lock_or_die(st.gp_mutex, "the grace-period mutex");
+  blocking_waiter me(st);  // destroyed after the lock is released (the watchdog released)
+  if (!st.gp_mutex.try_lock()) {
+    me.list();  // another caller's grace period is in progress: we block on it
+    lock_or_die(st.gp_mutex, "the grace-period mutex");
+  }
   std::lock_guard guard(st.gp_mutex, std::adopt_lock);
   if (st.gp_completed.load(std::memory_order_seq_cst) >= want) {
     st.sync_shared.fetch_add(1, std::memory_order_relaxed);
     return;
   }
-  run_grace_period(st, st.gp_completed.load(std::memory_order_relaxed) + 1);
+  run_grace_period(st, st.gp_completed.load(std::memory_order_relaxed) + 1, me);
 }
 
 }  // namespace quiesce::detail

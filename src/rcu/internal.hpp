@@ -28,6 +28,7 @@
 #include "quiesce/list.hpp"
 #include "quiesce/rcu.hpp"
 #include "quiesce/thread.hpp"
+#include "quiesce/watchdog.hpp"
 
 namespace quiesce::detail {
 
@@ -74,8 +75,7 @@ struct rcu_reader_entry {
 
 // A thread blocked in rcu_synchronize / rcu_barrier (on its stack while it waits).
 struct rcu_waiter {
-  pid_t tid = 0;                    // I
-  char name[thread_name_len] = {};  // I
+  pid_t tid = 0;                    // I (its name is read at report time)
   std::uint64_t since_ns = 0;       // I
   bool reported = false;            // L: waiters_lock
   list_node node;                   // L: waiters_lock
@@ -164,24 +164,42 @@ struct rcu_state {
   std::uint64_t info_gp = 0, next_info_ns = 0, info_interval_ns = 0, stalled_gp = 0;
 };
 
-// Keeps a blocked caller listed (for the hung-waiter report) for its scope.
-class listed_waiter {
+// A caller of rcu_synchronize or rcu_barrier as the watchdog sees it, made visible only
+// once it is about to block: list() puts it on the hung-waiter list, hold() keeps the
+// watchdog awake for the stall detector while its grace period blocks. A wait that ends
+// without blocking pays for neither (no lock, no clock read, no wake-up of the watchdog
+// thread); both are undone when the scope ends. Touched by its own thread only.
+class blocking_waiter {
  public:
-  explicit listed_waiter(rcu_state& st) noexcept : st_(st) {
+  explicit blocking_waiter(rcu_state& st) noexcept : st_(st) {}
+  blocking_waiter(const blocking_waiter&) = delete;
+  blocking_waiter& operator=(const blocking_waiter&) = delete;
+  ~blocking_waiter() {
+    if (held_) watchdog_release();
+    if (listed_) {
+      std::lock_guard guard(st_.waiters_lock);
+      st_.waiters.erase(&w_);
+    }
+  }
+  void list() noexcept {
+    if (listed_) return;
+    listed_ = true;
     w_.tid = this_thread_tid();
-    this_thread_name_into(w_.name);
     w_.since_ns = now_ns();
     std::lock_guard guard(st_.waiters_lock);
     st_.waiters.push_back(&w_);
   }
-  ~listed_waiter() {
-    std::lock_guard guard(st_.waiters_lock);
-    st_.waiters.erase(&w_);
+  void hold() noexcept {
+    if (held_) return;
+    held_ = true;
+    watchdog_hold();
   }
 
  private:
   rcu_state& st_;
   rcu_waiter w_;
+  bool listed_ = false;
+  bool held_ = false;
 };
 
 // A QSBR thread that is online while it waits for a QSBR grace period would wait for

@@ -77,21 +77,30 @@ void check_domain(rcu_state& st, std::uint64_t now, const watchdog_config& c) {
   // reports are formatted under the lock and logged after it is released.
   const auto hung = static_cast<std::uint64_t>(c.hung_task.count());
   if (hung == 0) return;
-  std::vector<std::string> reports;
+  struct hung_waiter {
+    pid_t tid;
+    std::uint64_t blocked_ns;
+  };
+  std::vector<hung_waiter> found;
   {
     std::lock_guard guard(st.waiters_lock);
     for (rcu_waiter* w = st.waiters.front(); w; w = st.waiters.next(w)) {
       if (w->reported || now < w->since_ns || now - w->since_ns < hung) continue;
       w->reported = true;
-      // Whole seconds as the kernel prints them; sub-second thresholds (tests) keep their ms.
-      const double secs = static_cast<double>(hung) / 1e9;
-      const std::string seconds =
-          hung % 1'000'000'000u == 0 ? fmt::format("{:.0f}", secs) : fmt::format("{:.3f}", secs);
-      reports.push_back(
-          fmt::format("INFO: task {}:{} blocked for more than {} seconds.\n"
-                      "\twaiting for a {} grace period ({} ms so far)",
-                      w->name, w->tid, seconds, st.name, ms(now - w->since_ns)));
+      found.push_back({w->tid, now - w->since_ns});
     }
+  }
+  // Formatted after the lock is released (the names are read from /proc).
+  std::vector<std::string> reports;
+  for (const hung_waiter& w : found) {
+    // Whole seconds as the kernel prints them; sub-second thresholds (tests) keep their ms.
+    const double secs = static_cast<double>(hung) / 1e9;
+    const std::string seconds =
+        hung % 1'000'000'000u == 0 ? fmt::format("{:.0f}", secs) : fmt::format("{:.3f}", secs);
+    reports.push_back(fmt::format("INFO: task {}:{} blocked for more than {} seconds.\n"
+                                  "\twaiting for a {} grace period ({} ms so far)",
+                                  thread_name_of(w.tid), w.tid, seconds, st.name,
+                                  ms(w.blocked_ns)));
   }
   for (const std::string& line : reports) {
     log(log_level::err, line);
