@@ -295,7 +295,7 @@ void cond_resched() noexcept {
   // cheaply, so yield at most once per millisecond of calls (a yield with nobody else
   // runnable returns at once).
   thread_local std::uint64_t last_yield_ns = 0;
-  const std::uint64_t now = now_ns();
+  const std::uint64_t now = stat_ns();
   if (now - last_yield_ns >= 1'000'000) {
     last_yield_ns = now;
     ::sched_yield();

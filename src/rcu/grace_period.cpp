@@ -80,12 +80,12 @@ void wait_for_readers(rcu_state& st, std::uint64_t gp, blocking_waiter& me) noex
 }
 
 void run_grace_period(rcu_state& st, std::uint64_t n, blocking_waiter& me) noexcept {
-  const std::uint64_t start = now_ns();
+  const std::uint64_t start = stat_ns();
   st.gp_start_ns.store(start, std::memory_order_relaxed);
   st.gp_started.store(n, std::memory_order_seq_cst);
   rcu_watchdog_install();  // done at load; a no-op here
   if (trace::enabled()) {
-    trace::emit({.ts_ns = start,
+    trace::emit({.ts_ns = now_ns(),  // the trace's clock
                  .name = trace::rcu_grace_period_start,
                  .category = "rcu",
                  .str_key = "domain",
@@ -98,13 +98,13 @@ void run_grace_period(rcu_state& st, std::uint64_t n, blocking_waiter& me) noexc
   std::atomic_thread_fence(std::memory_order_seq_cst);
   wait_for_readers(st, n, me);  // holds the watchdog (the stall detector) if it blocks
   master_barrier(st);  // readers' accesses are done before anything after the call
-  const std::uint64_t end = now_ns();
+  const std::uint64_t end = stat_ns();
   {
     std::lock_guard guard(st.stats_lock);
     st.gp_duration_ns.record(end - start);
   }
   if (trace::enabled()) {
-    trace::emit({.ts_ns = end,
+    trace::emit({.ts_ns = now_ns(),
                  .name = trace::rcu_grace_period_end,
                  .category = "rcu",
                  .str_key = "domain",

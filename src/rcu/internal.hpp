@@ -185,7 +185,7 @@ class blocking_waiter {
     if (listed_) return;
     listed_ = true;
     w_.tid = this_thread_tid();
-    w_.since_ns = now_ns();
+    w_.since_ns = stat_ns();
     std::lock_guard guard(st_.waiters_lock);
     st_.waiters.push_back(&w_);
   }

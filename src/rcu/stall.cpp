@@ -117,7 +117,10 @@ void rcu_watchdog_install() noexcept {
     std::call_once(once, [] {
       // Never destroyed, as the runtime's other objects: the check stays for the process.
       static never_destroyed<watchdog_registration> registration(
-          watchdog_register("rcu", [](std::uint64_t now, const watchdog_config& c) {
+          // Grace periods and waiters are stamped with stat_ns() (clock.hpp): their
+          // ages are taken on that clock.
+          watchdog_register("rcu", [](std::uint64_t, const watchdog_config& c) {
+            const std::uint64_t now = stat_ns();
             std::size_t n = 0;
             rcu_state* const* states = all_states(n);
             for (std::size_t i = 0; i < n; ++i)

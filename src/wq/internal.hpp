@@ -423,8 +423,9 @@ bool timer_cancel(work& item, wq_impl** wq, int* cpu);
 void timer_drop_all();
 
 // ---- wq_watchdog.cpp ----------------------------------------------------------------------
-// The watchdog's checks of every pool: lockup, CPU hogs, sleeping workers.
-void wq_watchdog_check(const std::vector<pool*>& pools, std::uint64_t now_ns,
+// The watchdog's checks of every pool: lockup, CPU hogs, sleeping workers. `now` is
+// stat_ns(), the clock of every timestamp on the queueing and execution paths.
+void wq_watchdog_check(const std::vector<pool*>& pools, std::uint64_t now,
                        const watchdog_config& config);
 
 }  // namespace quiesce::detail

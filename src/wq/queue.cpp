@@ -20,6 +20,8 @@ namespace {
 
 using A = wq_access;
 
+// Trace events carry now_ns() (the trace's clock), read only when tracing is on; the
+// runtime's own timestamps are stat_ns() (clock.hpp).
 void trace_activate(work& item) {
   if (!trace::enabled()) return;
   trace::emit({.ts_ns = now_ns(),
@@ -33,7 +35,7 @@ void trace_activate(work& item) {
 
 void trace_queue(work& item, const wq_impl& wq) {
   if (!trace::enabled()) return;
-  trace::emit({.ts_ns = A::queued_ns(item),
+  trace::emit({.ts_ns = now_ns(),
                .name = trace::workqueue_queue_work,
                .category = "workqueue",
                .str_key = "function",
@@ -101,7 +103,7 @@ void queue_work_owned(wq_impl& wq, int cpu, work& item) {
     }
   }
   A::pwq_of(item) = q;
-  A::queued_ns(item) = now_ns();
+  A::queued_ns(item) = stat_ns();
   wq.queued.fetch_add(1, std::memory_order_relaxed);
   trace_queue(item, wq);
   active_domain& d = *q->domain;
@@ -127,7 +129,7 @@ void dec_nr_active_locked(active_domain& d) {
     work* next = d.inactive.pop_front();
     if (!next) break;
     A::inactive_in(*next).store(nullptr, std::memory_order_release);
-    activate_locked(d, *next, now_ns());
+    activate_locked(d, *next, stat_ns());
   }
 }
 

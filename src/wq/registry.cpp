@@ -25,6 +25,7 @@
 #include "../base/never_destroyed.hpp"
 #include "../base/thread_annotations.hpp"
 #include "internal.hpp"
+#include "quiesce/clock.hpp"
 #include "quiesce/topology.hpp"
 
 namespace quiesce::detail {
@@ -57,8 +58,9 @@ class registry {
     if (const int err = ::pthread_atfork(nullptr, nullptr, &mark_forked_child); err != 0) {
       throw std::system_error(err, std::generic_category(), "workqueue: pthread_atfork");
     }
-    watchdog_ = watchdog_register("workqueue", [this](std::uint64_t now, const watchdog_config& c) {
-      wq_watchdog_check(all(), now, c);
+    // The pools' timestamps are stat_ns() (clock.hpp): their ages are taken on that clock.
+    watchdog_ = watchdog_register("workqueue", [this](std::uint64_t, const watchdog_config& c) {
+      wq_watchdog_check(all(), stat_ns(), c);
     });
   }
 

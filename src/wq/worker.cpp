@@ -139,9 +139,10 @@ void report_exception(const wq_impl& wq, const work& item, const char* what) {
   log(log_level::err, fmt::format("workqueue {}: work {} threw: {}", wq.name, item.name(), what));
 }
 
-void trace_execute(work& item, pwq& q, std::uint64_t ts, bool start) {
+// Trace events carry now_ns() (the trace's clock), read only when tracing is on.
+void trace_execute(work& item, pwq& q, bool start) {
   if (!trace::enabled()) return;
-  trace::event e{.ts_ns = ts,
+  trace::event e{.ts_ns = now_ns(),
                  .name = start ? trace::workqueue_execute_start : trace::workqueue_execute_end,
                  .category = "workqueue",
                  .str_key = "function",
@@ -196,7 +197,7 @@ void process_one_work(pool& p, worker& w, work& item, unique_lock& lk) QUIESCE_R
     return;
   }
 
-  const std::uint64_t start = now_ns();
+  const std::uint64_t start = stat_ns();
   q.queue_to_start_ns.record(start - A::queued_ns(item));
   p.watchdog_ts.store(start, std::memory_order_relaxed);
 
@@ -223,10 +224,10 @@ void process_one_work(pool& p, worker& w, work& item, unique_lock& lk) QUIESCE_R
   };
   if (!mutant::clear_pending_after_run) clear_pending();
 
-  trace_execute(item, q, start, /*start=*/true);
+  trace_execute(item, q, /*start=*/true);
   const bool threw = unlocked(lk, [&] { return run_function(w, item, q); });
-  const std::uint64_t end = now_ns();
-  trace_execute(item, q, end, /*start=*/false);
+  const std::uint64_t end = stat_ns();
+  trace_execute(item, q, /*start=*/false);
   if (mutant::clear_pending_after_run) clear_pending();
 
   q.run_ns.record(end - start);

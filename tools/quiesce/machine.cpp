@@ -71,6 +71,8 @@ nlohmann::json machine_facts() {
   const clock_cost cost = measure_clock_cost();
   facts["clock_monotonic_ns"] = cost.monotonic_ns;
   facts["clock_thread_cpu_ns"] = cost.thread_cpu_ns;
+  facts["clock_stat_ns"] = cost.stat_ns;
+  facts["clock_stat_source"] = stat_clock_is_tsc() ? "tsc" : "monotonic";
   const double sched_ns = schedstat_cost_ns();
   facts["schedstat"] = sched_ns < 0 ? nlohmann::json("unavailable") : nlohmann::json(sched_ns);
   facts["may_raise_priority"] = may_raise_priority();
@@ -92,8 +94,11 @@ std::string machine_markdown(const nlohmann::json& f) {
   for (const auto& fb : f["topology_fallbacks"]) {
     md += fmt::format("- topology fallback: {}\n", fb.get<std::string>());
   }
-  md += fmt::format("- clock read: monotonic {:.1f} ns, thread CPU time {:.1f} ns\n",
-                    f["clock_monotonic_ns"].get<double>(), f["clock_thread_cpu_ns"].get<double>());
+  md += fmt::format(
+      "- clock read: monotonic {:.1f} ns, thread CPU time {:.1f} ns, runtime stats ({}) {:.1f} "
+      "ns\n",
+      f["clock_monotonic_ns"].get<double>(), f["clock_thread_cpu_ns"].get<double>(),
+      f.value("clock_stat_source", "?"), f.value("clock_stat_ns", 0.0));
   if (f["schedstat"].is_number()) {
     md += fmt::format("- schedstat sample (kept-open pread): {:.0f} ns\n",
                       f["schedstat"].get<double>());
