@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <string>
 
 namespace {
@@ -18,8 +19,10 @@ struct result {
   std::string out;  // stdout and stderr
 };
 
-result run(const std::string& args) {
-  const std::string cmd = std::string(QUIESCE_CLI) + " " + args + " 2>&1";
+// Runs the CLI; `out` holds stdout and (unless stdout_only) stderr.
+result run(const std::string& args, bool stdout_only = false) {
+  const std::string cmd =
+      std::string(QUIESCE_CLI) + " " + args + (stdout_only ? " 2>/dev/null" : " 2>&1");
   FILE* p = ::popen(cmd.c_str(), "r");
   result r{-1, {}};
   if (!p) return r;
@@ -57,6 +60,34 @@ TEST_F(Cli, VersionAndBadUsage) {
   EXPECT_EQ(run("sanitize --pages 0").code, 2);
   EXPECT_EQ(run("sweep nothing").code, 2);
   EXPECT_EQ(run("report --bogus").code, 2);
+}
+
+// bench peers runs the benchmark programs beside the CLI: where they are built, every row
+// of the table has quiesce and its peers measured; where they are not (sanitizer presets),
+// it fails with one line naming the missing program.
+TEST_F(Cli, BenchPeersMeasuresEveryRowOrNamesWhatIsMissing) {
+  EXPECT_EQ(run("bench peers --repetitions 0").code, 2);
+  EXPECT_EQ(run("bench").code, 2);
+  const fs::path bin = fs::path(QUIESCE_CLI).parent_path();
+  if (!fs::exists(bin / "bench_wq") || !fs::exists(bin / "bench_rcu")) {
+    const result r = run("bench peers --quick --repetitions 1");
+    EXPECT_EQ(r.code, 1) << r.out;
+    EXPECT_NE(r.out.find("not found"), std::string::npos) << r.out;
+    return;
+  }
+  const result r = run("bench peers --quick --repetitions 1 --json", /*stdout_only=*/true);
+  ASSERT_EQ(r.code, 0) << r.out;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["repetitions"], 1);
+  ASSERT_GE(j["rows"].size(), 18u);
+  for (const auto& row : j["rows"]) {
+    EXPECT_GT(row["quiesce"]["median"].get<double>(), 0.0) << row["metric"];
+    ASSERT_FALSE(row["peers"].empty()) << row["metric"];
+    for (const auto& peer : row["peers"])
+      EXPECT_GT(peer["median"].get<double>(), 0.0) << row["metric"] << " " << peer["runtime"];
+    EXPECT_GT(row["ratio"].get<double>(), 0.0) << row["metric"];
+  }
+  EXPECT_TRUE(j["scaling"].empty());  // --quick: the ratio table only
 }
 
 TEST_F(Cli, VerityDigestMatchesFsverityLineForLine) {

@@ -12,6 +12,7 @@
 
 #include "atomic_file.hpp"
 #include "machine.hpp"
+#include "peers.hpp"
 #include "quiesce/clock.hpp"
 #include "quiesce/version.hpp"
 #include "registry.hpp"
@@ -71,6 +72,23 @@ int run_report(const report_options& opt) {
           "Ours: not built yet - `quiesce {}` does not exist in this build, so "
           "there is nothing to measure.\n\n",
           s.experiment);
+    }
+  }
+  // The runtime against the libraries a user would pick instead (quiesce bench peers).
+  md += "## Runtime vs peers (`quiesce bench peers`)\n\n";
+  const peers_options popt{.repetitions = 3, .growth = !opt.quick, .bench_dir = {}};
+  if (const std::string why = peers_unavailable(popt); !why.empty()) {
+    results["runtime_vs_peers"] = nlohmann::json{{"not_measured", why}};
+    md += fmt::format("Not measured: {}.\n\n", why);
+  } else {
+    fmt::print(stderr, "quiesce report: running the runtime against its peers...\n");
+    try {
+      const peers_result r = run_peers(popt);
+      results["runtime_vs_peers"] = to_json(r);
+      md += peers_markdown(r) + "\n";
+    } catch (const std::exception& ex) {
+      results["failed"]["runtime_vs_peers"] = ex.what();
+      md += fmt::format("FAILED: {}\n\n", ex.what());
     }
   }
   const double seconds = static_cast<double>(now_ns() - started) / 1e9;

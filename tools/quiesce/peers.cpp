@@ -291,6 +291,17 @@ nlohmann::json set_json(const sample_set& s) {
 
 }  // namespace
 
+std::string peers_unavailable(const peers_options& options) {
+  const fs::path dir = options.bench_dir.empty() ? self_dir() : options.bench_dir;
+  for (const char* program : {"bench_wq", "bench_rcu"}) {
+    if (!fs::exists(dir / program)) {
+      return fmt::format("{} is not built in {} (the release preset builds it)", program,
+                         dir.string());
+    }
+  }
+  return {};
+}
+
 peers_result run_peers(const peers_options& options) {
   if (options.repetitions < 1) throw std::invalid_argument("repetitions: at least 1");
   const std::uint64_t started = now_ns();

@@ -68,6 +68,10 @@ struct peers_options {
   std::filesystem::path bench_dir;     // empty: the directory of this executable
 };
 
+// Why the comparison cannot run here (a benchmark program is not built: QUIESCE_BUILD_BENCH
+// off), or empty if it can.
+std::string peers_unavailable(const peers_options& options);
+
 // Runs the benchmarks and builds the table. Throws std::runtime_error naming the program
 // when a benchmark program is missing, fails, or lacks a measurement the table needs.
 peers_result run_peers(const peers_options& options);
