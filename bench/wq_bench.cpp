@@ -114,7 +114,12 @@ void post_from(int posters, std::int64_t total, std::atomic<std::int64_t>& done,
 }
 
 void throughput_args(benchmark::internal::Benchmark* b) {
-  b->ArgName("posters")->Arg(1)->Arg(2)->Iterations(1)->Unit(benchmark::kMillisecond)->UseRealTime();
+  b->ArgName("posters")
+      ->Arg(1)
+      ->Arg(2)
+      ->Iterations(1)
+      ->Unit(benchmark::kMillisecond)
+      ->UseRealTime();
 }
 
 // Work items are objects the caller owns: a ring of them per poster, each re-queued once it

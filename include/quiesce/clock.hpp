@@ -45,7 +45,8 @@ inline std::uint64_t stat_ns() noexcept {
   const detail::stat_clock_scale& s = detail::g_stat_clock;
   if (s.tsc) {
     const std::uint64_t ticks = __builtin_ia32_rdtsc() - s.base_tick;
-    return s.base_ns + static_cast<std::uint64_t>((static_cast<unsigned __int128>(ticks) * s.mult) >> 32);
+    return s.base_ns +
+           static_cast<std::uint64_t>((static_cast<unsigned __int128>(ticks) * s.mult) >> 32);
   }
 #endif
   return now_ns();

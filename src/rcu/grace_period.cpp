@@ -97,7 +97,7 @@ void run_grace_period(rcu_state& st, std::uint64_t n, blocking_waiter& me) noexc
   st.flavor.counter.store(st.flavor.counter_for(n), std::memory_order_seq_cst);
   std::atomic_thread_fence(std::memory_order_seq_cst);
   wait_for_readers(st, n, me);  // holds the watchdog (the stall detector) if it blocks
-  master_barrier(st);  // readers' accesses are done before anything after the call
+  master_barrier(st);           // readers' accesses are done before anything after the call
   const std::uint64_t end = stat_ns();
   {
     std::lock_guard guard(st.stats_lock);

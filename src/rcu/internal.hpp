@@ -75,10 +75,10 @@ struct rcu_reader_entry {
 
 // A thread blocked in rcu_synchronize / rcu_barrier (on its stack while it waits).
 struct rcu_waiter {
-  pid_t tid = 0;                    // I (its name is read at report time)
-  std::uint64_t since_ns = 0;       // I
-  bool reported = false;            // L: waiters_lock
-  list_node node;                   // L: waiters_lock
+  pid_t tid = 0;               // I (its name is read at report time)
+  std::uint64_t since_ns = 0;  // I
+  bool reported = false;       // L: waiters_lock
+  list_node node;              // L: waiters_lock
 };
 
 // What differs between the three domains; everything else - the registry, the grace-period

@@ -97,10 +97,10 @@ void check_domain(rcu_state& st, std::uint64_t now, const watchdog_config& c) {
     const double secs = static_cast<double>(hung) / 1e9;
     const std::string seconds =
         hung % 1'000'000'000u == 0 ? fmt::format("{:.0f}", secs) : fmt::format("{:.3f}", secs);
-    reports.push_back(fmt::format("INFO: task {}:{} blocked for more than {} seconds.\n"
-                                  "\twaiting for a {} grace period ({} ms so far)",
-                                  thread_name_of(w.tid), w.tid, seconds, st.name,
-                                  ms(w.blocked_ns)));
+    reports.push_back(
+        fmt::format("INFO: task {}:{} blocked for more than {} seconds.\n"
+                    "\twaiting for a {} grace period ({} ms so far)",
+                    thread_name_of(w.tid), w.tid, seconds, st.name, ms(w.blocked_ns)));
   }
   for (const std::string& line : reports) {
     log(log_level::err, line);

@@ -23,8 +23,9 @@ const command_registrar bench_command{
            "quiesce against a mutex+condvar pool, oneTBB, Boost.Asio and liburcu, side by side "
            "(runs bench_wq and bench_rcu from beside this program)");
        auto opt = std::make_shared<bench_options>();
-       peers->add_option("--repetitions", opt->peers.repetitions,
-                         "Repetitions of every measurement (medians are quoted)")
+       peers
+           ->add_option("--repetitions", opt->peers.repetitions,
+                        "Repetitions of every measurement (medians are quoted)")
            ->check(CLI::Range(1, 50))
            ->capture_default_str();
        peers->add_flag("--quick", opt->quick,

@@ -88,29 +88,47 @@ std::vector<row_spec> row_specs() {
   for (const int posters : {1, 2}) {
     const std::string suffix = fmt::format("/posters:{}", posters);
     const std::string from = posters == 1 ? "one thread" : "two threads";
-    rows.push_back({fmt::format("1M empty items from {}, bound", from), "M items/s",
-                    better::higher, "items_per_second", 1e-6,
+    rows.push_back({fmt::format("1M empty items from {}, bound", from),
+                    "M items/s",
+                    better::higher,
+                    "items_per_second",
+                    1e-6,
                     wq("quiesce", "throughput_workqueue/bound" + suffix),
                     {wq("mutex+condvar", "throughput_mutex_pool" + suffix)}});
-    rows.push_back({fmt::format("1M empty items from {}, unbound", from), "M items/s",
-                    better::higher, "items_per_second", 1e-6,
-                    wq("quiesce", "throughput_workqueue/unbound" + suffix),
-                    {wq("oneTBB", "throughput_tbb" + suffix), wq("Boost.Asio", "throughput_asio" + suffix),
-                     wq("mutex+condvar", "throughput_mutex_pool" + suffix)}});
+    rows.push_back(
+        {fmt::format("1M empty items from {}, unbound", from),
+         "M items/s",
+         better::higher,
+         "items_per_second",
+         1e-6,
+         wq("quiesce", "throughput_workqueue/unbound" + suffix),
+         {wq("oneTBB", "throughput_tbb" + suffix), wq("Boost.Asio", "throughput_asio" + suffix),
+          wq("mutex+condvar", "throughput_mutex_pool" + suffix)}});
   }
   for (const char* queue : {"bound", "unbound"}) {
     for (const char* pct : {"p50", "p99"}) {
-      rows.push_back({fmt::format("post -> start, idle pool, {}, {}", pct, queue), "us",
-                      better::lower, fmt::format("{}_us", pct), 1.0,
+      rows.push_back({fmt::format("post -> start, idle pool, {}, {}", pct, queue),
+                      "us",
+                      better::lower,
+                      fmt::format("{}_us", pct),
+                      1.0,
                       wq("quiesce", fmt::format("latency_workqueue/{}", queue)),
                       {wq("oneTBB", "latency_tbb"), wq("Boost.Asio", "latency_asio"),
                        wq("mutex+condvar", "latency_mutex_pool")}});
     }
   }
-  rows.push_back({"read lock+unlock, 1 thread", "ns", better::lower, "real_time", 1.0,
+  rows.push_back({"read lock+unlock, 1 thread",
+                  "ns",
+                  better::lower,
+                  "real_time",
+                  1.0,
                   rcu("quiesce", "quiesce_read_lock_unlock/threads:1"),
                   {rcu("liburcu memb", "urcu_memb_read_lock_unlock/threads:1")}});
-  rows.push_back({"QSBR quiescent state, 1 thread", "ns", better::lower, "real_time", 1.0,
+  rows.push_back({"QSBR quiescent state, 1 thread",
+                  "ns",
+                  better::lower,
+                  "real_time",
+                  1.0,
                   rcu("quiesce", "quiesce_qsbr_quiescent_state/threads:1"),
                   {rcu("liburcu qsbr", "urcu_qsbr_quiescent_state_bench/threads:1")}});
   for (const char* readers : {"0", "2"}) {
@@ -118,21 +136,34 @@ std::vector<row_spec> row_specs() {
     const std::string what = r == "0" ? "no readers" : "2 busy readers";
     for (const char* pct : {"p50", "p99"}) {
       if (r == "0" && std::string(pct) == "p99") continue;  // one row: the typical cost
-      rows.push_back({fmt::format("rcu_synchronize, {}, {}: default", what, pct), "us",
-                      better::lower, fmt::format("{}_us", pct), 1.0,
+      rows.push_back({fmt::format("rcu_synchronize, {}, {}: default", what, pct),
+                      "us",
+                      better::lower,
+                      fmt::format("{}_us", pct),
+                      1.0,
                       rcu("quiesce", "quiesce_synchronize/" + r),
                       {rcu("liburcu memb", "urcu_memb_synchronize/" + r)}});
-      rows.push_back({fmt::format("rcu_synchronize, {}, {}: QSBR", what, pct), "us",
-                      better::lower, fmt::format("{}_us", pct), 1.0,
+      rows.push_back({fmt::format("rcu_synchronize, {}, {}: QSBR", what, pct),
+                      "us",
+                      better::lower,
+                      fmt::format("{}_us", pct),
+                      1.0,
                       rcu("quiesce", "quiesce_qsbr_synchronize/" + r),
                       {rcu("liburcu qsbr", "urcu_qsbr_synchronize/" + r)}});
     }
   }
-  rows.push_back({"1M retires until barrier: default", "M items/s", better::higher,
-                  "items_per_second", 1e-6, rcu("quiesce", "quiesce_obj_retire_until_barrier"),
+  rows.push_back({"1M retires until barrier: default",
+                  "M items/s",
+                  better::higher,
+                  "items_per_second",
+                  1e-6,
+                  rcu("quiesce", "quiesce_obj_retire_until_barrier"),
                   {rcu("liburcu memb", "urcu_memb_call_rcu_until_barrier")}});
-  rows.push_back({"1M retires until barrier: QSBR", "M items/s", better::higher,
-                  "items_per_second", 1e-6,
+  rows.push_back({"1M retires until barrier: QSBR",
+                  "M items/s",
+                  better::higher,
+                  "items_per_second",
+                  1e-6,
                   rcu("quiesce", "quiesce_qsbr_obj_retire_until_barrier"),
                   {rcu("liburcu qsbr", "urcu_qsbr_call_rcu_until_barrier")}});
   return rows;
@@ -172,8 +203,8 @@ runs run_benchmark(const fs::path& dir, const std::string& program, const std::s
   }
   char tmpl[] = "/tmp/quiesce-peers-XXXXXX";
   if (!::mkdtemp(tmpl)) {
-    throw std::runtime_error(fmt::format("cannot create a temporary directory: {}",
-                                         std::strerror(errno)));
+    throw std::runtime_error(
+        fmt::format("cannot create a temporary directory: {}", std::strerror(errno)));
   }
   const fs::path tmp = tmpl;
   const fs::path out = tmp / "out.json";
@@ -253,8 +284,7 @@ const std::vector<nlohmann::json>& find_run(const runs& all, const source& s) {
 
 double field_of(const nlohmann::json& rep, const std::string& field, const source& s) {
   if (!rep.contains(field)) {
-    throw std::runtime_error(
-        fmt::format("{}: {} has no field {}", s.program, s.benchmark, field));
+    throw std::runtime_error(fmt::format("{}: {} has no field {}", s.program, s.benchmark, field));
   }
   double v = rep[field].get<double>();
   if (field == "real_time" && rep.value("time_unit", "ns") != "ns") {
@@ -280,13 +310,15 @@ std::string fmt_value(double v) {
 
 // "median (min-max)"
 std::string fmt_set(const sample_set& s) {
-  return fmt::format("{} ({}-{})", fmt_value(s.median()), fmt_value(s.min()),
-                     fmt_value(s.max()));
+  return fmt::format("{} ({}-{})", fmt_value(s.median()), fmt_value(s.min()), fmt_value(s.max()));
 }
 
 nlohmann::json set_json(const sample_set& s) {
-  return {{"runtime", s.runtime}, {"values", s.values}, {"median", s.median()},
-          {"min", s.min()},       {"max", s.max()}};
+  return {{"runtime", s.runtime},
+          {"values", s.values},
+          {"median", s.median()},
+          {"min", s.min()},
+          {"max", s.max()}};
 }
 
 }  // namespace
@@ -332,8 +364,7 @@ peers_result run_peers(const peers_options& options) {
     for (const char* queue : {"bound", "unbound"}) {
       for (const std::int64_t n : scaling_sizes) {
         const source s = wq("quiesce", fmt::format("scaling_throughput/{}/items:{}", queue, n));
-        result.scaling.push_back(
-            {queue, n, samples(by_program, s, "items_per_second", 1e-6)});
+        result.scaling.push_back({queue, n, samples(by_program, s, "items_per_second", 1e-6)});
       }
     }
     for (const std::int64_t q : burst_sizes) {
@@ -364,7 +395,8 @@ nlohmann::json to_json(const peers_result& r) {
   }
   nlohmann::json scaling = nlohmann::json::array();
   for (const scaling_row& s : r.scaling)
-    scaling.push_back({{"queue", s.queue}, {"items", s.items}, {"throughput", set_json(s.throughput)}});
+    scaling.push_back(
+        {{"queue", s.queue}, {"items", s.items}, {"throughput", set_json(s.throughput)}});
   nlohmann::json bursts = nlohmann::json::array();
   for (const burst_row& b : r.bursts) {
     bursts.push_back({{"queued", b.queued},
@@ -372,8 +404,11 @@ nlohmann::json to_json(const peers_result& r) {
                       {"p99_us", set_json(b.p99)},
                       {"max_us", set_json(b.max)}});
   }
-  return {{"repetitions", r.repetitions}, {"rows", rows},        {"scaling", scaling},
-          {"bursts", bursts},             {"seconds", r.seconds}};
+  return {{"repetitions", r.repetitions},
+          {"rows", rows},
+          {"scaling", scaling},
+          {"bursts", bursts},
+          {"seconds", r.seconds}};
 }
 
 std::string peers_markdown(const peers_result& r) {
@@ -392,8 +427,9 @@ std::string peers_markdown(const peers_result& r) {
                       row.meets_goal() ? "met" : "NOT met");
   }
   if (!r.scaling.empty()) {
-    md += "\nHow throughput grows with the number of items (quiesce, one poster, M items/s):\n\n"
-          "| items | bound | unbound |\n|---|---|---|\n";
+    md +=
+        "\nHow throughput grows with the number of items (quiesce, one poster, M items/s):\n\n"
+        "| items | bound | unbound |\n|---|---|---|\n";
     const std::size_t half = r.scaling.size() / 2;
     for (std::size_t i = 0; i < half; ++i) {
       md += fmt::format("| {} | {} | {} |\n", r.scaling[i].items, fmt_set(r.scaling[i].throughput),
@@ -401,9 +437,10 @@ std::string peers_markdown(const peers_result& r) {
     }
   }
   if (!r.bursts.empty()) {
-    md += "\nQueue-to-start of every item of a burst queued at once (quiesce, bound queue, "
-          "us; >= 10,000 items per repetition):\n\n"
-          "| queued at once | p50 | p99 | max |\n|---|---|---|---|\n";
+    md +=
+        "\nQueue-to-start of every item of a burst queued at once (quiesce, bound queue, "
+        "us; >= 10,000 items per repetition):\n\n"
+        "| queued at once | p50 | p99 | max |\n|---|---|---|---|\n";
     for (const burst_row& b : r.bursts) {
       md += fmt::format("| {} | {} | {} | {} |\n", b.queued, fmt_set(b.p50), fmt_set(b.p99),
                         fmt_set(b.max));

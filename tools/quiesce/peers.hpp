@@ -64,8 +64,8 @@ struct peers_result {
 
 struct peers_options {
   int repetitions = 3;
-  bool growth = true;                  // also the scaling and burst tables
-  std::filesystem::path bench_dir;     // empty: the directory of this executable
+  bool growth = true;               // also the scaling and burst tables
+  std::filesystem::path bench_dir;  // empty: the directory of this executable
 };
 
 // Why the comparison cannot run here (a benchmark program is not built: QUIESCE_BUILD_BENCH

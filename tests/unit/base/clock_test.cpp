@@ -76,7 +76,8 @@ TEST(Clock, StatClockRunsAtTheMonotonicRate) {
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
   const std::uint64_t s1 = stat_ns(), m1 = now_ns();
   const double ratio = static_cast<double>(s1 - s0) / static_cast<double>(m1 - m0);
-  EXPECT_NEAR(ratio, 1.0, 0.01) << "stat clock source: " << (stat_clock_is_tsc() ? "tsc" : "monotonic");
+  EXPECT_NEAR(ratio, 1.0, 0.01) << "stat clock source: "
+                                << (stat_clock_is_tsc() ? "tsc" : "monotonic");
   // It started at now_ns() when the library loaded and has not wandered far from it (the
   // drift bound: 1% of the process's age, plus a millisecond).
   const std::uint64_t s = stat_ns(), m = now_ns();
