@@ -150,7 +150,7 @@ inline void memb_barrier() noexcept {
 inline void memb_lock() noexcept {
   memb_reader& r = tls_memb;
   const std::uint64_t w = r.word.load(std::memory_order_relaxed);
-  if (w & memb_nest_mask) {  // nested: just count
+  if (w & memb_nest_mask) [[unlikely]] {  // nested: just count (the outermost is the hot path)
     if ((w & memb_nest_mask) == memb_nest_mask) [[unlikely]]
       memb_nesting_overflow();  // one more would carry into the grace-period number
     r.word.store(w + 1, std::memory_order_relaxed);
@@ -165,7 +165,7 @@ inline void memb_lock() noexcept {
 inline void memb_unlock() noexcept {
   memb_reader& r = tls_memb;
   const std::uint64_t w = r.word.load(std::memory_order_relaxed);
-  if ((w & memb_nest_mask) > 1) {
+  if ((w & memb_nest_mask) > 1) [[unlikely]] {  // nested
     r.word.store(w - 1, std::memory_order_relaxed);
     return;
   }

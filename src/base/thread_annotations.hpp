@@ -6,6 +6,8 @@
 
 #include <mutex>
 
+#include "deferred_wake.hpp"
+
 #if defined(__clang__)
 #define QUIESCE_TSA(x) __attribute__((x))
 #else
@@ -31,7 +33,11 @@ namespace quiesce::detail {
 class QUIESCE_CAPABILITY("mutex") mutex {
  public:
   void lock() QUIESCE_ACQUIRE() { m_.lock(); }
-  void unlock() QUIESCE_RELEASE() { m_.unlock(); }
+  // Then sends the wake-ups deferred while it was held (deferred_wake.hpp).
+  void unlock() QUIESCE_RELEASE() {
+    m_.unlock();
+    run_deferred_wakes();
+  }
   // Tells the analysis that the lock is held where it cannot see it: one lock reached
   // through two names (a domain that shares its pool's lock, a worker's pool).
   void assert_held() const QUIESCE_ASSERT_CAPABILITY(this) {}
@@ -58,12 +64,23 @@ class QUIESCE_SCOPED_CAPABILITY lock_guard {
 class QUIESCE_SCOPED_CAPABILITY unique_lock {
  public:
   explicit unique_lock(mutex& m) QUIESCE_ACQUIRE(m) : lk_(m.native()) {}
-  ~unique_lock() QUIESCE_RELEASE() {}
+  ~unique_lock() QUIESCE_RELEASE() {
+    if (lk_.owns_lock()) lk_.unlock();
+    run_deferred_wakes();
+  }
   unique_lock(const unique_lock&) = delete;
   unique_lock& operator=(const unique_lock&) = delete;
   void lock() QUIESCE_ACQUIRE() { lk_.lock(); }
-  void unlock() QUIESCE_RELEASE() { lk_.unlock(); }
-  std::unique_lock<std::mutex>& native() noexcept { return lk_; }
+  void unlock() QUIESCE_RELEASE() {
+    lk_.unlock();
+    run_deferred_wakes();
+  }
+  // For a condition-variable wait, which releases the lock natively: the deferred wake-ups
+  // are sent first (still under the lock).
+  std::unique_lock<std::mutex>& native() noexcept {
+    run_deferred_wakes();
+    return lk_;
+  }
 
  private:
   std::unique_lock<std::mutex> lk_;

@@ -207,6 +207,9 @@ struct pwq {
   // A (seq_cst): items queued and not finished, by flush color. Raised under L(domain);
   // lowered when an instance ends; read by flushers without a lock.
   std::atomic<std::int64_t> in_flight[2] = {};
+  // A (relaxed): items queued here, ever - a statistic, per pwq so that posters on
+  // different CPUs do not share its cache line.
+  std::atomic<std::uint64_t> queued{0};
   // L(pool):
   histogram queue_to_start_ns QUIESCE_GUARDED_BY(pool_lock);
   histogram run_ns QUIESCE_GUARDED_BY(pool_lock);
@@ -217,14 +220,14 @@ struct pwq {
 };
 
 struct worker {
-  worker(struct pool* p, mutex& lock, int id_, std::string name_)
-      : pool(p), pool_lock(lock), id(id_), name(std::move(name_)) {}
-  struct pool* const pool;       // I
-  mutex& pool_lock;              // I: pool->lock (named so the analysis can use it)
-  const int id;                  // I
-  const std::string name;        // I
-  std::thread thread;            // L(pool): started under the pool lock; never joined
-  std::condition_variable wake;  // waited on with pool->lock held
+  worker(struct pool* p, mutex& lock, int id_, int slot_, std::string name_)
+      : pool(p), pool_lock(lock), id(id_), slot(slot_), name(std::move(name_)) {}
+  struct pool* const pool;  // I
+  mutex& pool_lock;         // I: pool->lock (named so the analysis can use it)
+  const int id;             // I
+  const int slot;           // I: its wake-up word, pool->wake_words[slot]
+  const std::string name;   // I
+  std::thread thread;       // L(pool): started under the pool lock; never joined
 
   // L(pool):
   list_node idle_node QUIESCE_GUARDED_BY(pool_lock);   // linked in pool->idle while sleeping idle
@@ -279,6 +282,16 @@ struct pool {
   int max_running() const noexcept { return bound() ? 1 : static_cast<int>(cpus.size()); }
   unsigned flags() const noexcept { return bound() ? 0 : pool_disassociated; }
   mutex lock;
+  // A (seq_cst): one wake-up word per worker slot. An idle worker sleeps on its slot's word
+  // (futex); a waker bumps it under L(pool) and wakes the worker after releasing the lock
+  // (deferred_wake.hpp), so the worker does not wake only to sleep again on the lock. The
+  // words live as long as the pool (forever), so a wake-up that arrives after its worker
+  // was culled, or for the slot's next worker, is only a spurious one.
+  const std::unique_ptr<std::atomic<std::uint32_t>[]> wake_words {
+    new std::atomic<std::uint32_t>[ max_workers_per_pool ]()
+  };
+  std::vector<int> free_slots QUIESCE_GUARDED_BY(lock);  // L(pool): slots of culled workers
+  int next_slot QUIESCE_GUARDED_BY(lock) = 0;            // L(pool): slots never used yet
   work_list worklist QUIESCE_GUARDED_BY(lock);  // L(pool): active items waiting for a worker
   std::vector<std::unique_ptr<worker>> workers
       QUIESCE_GUARDED_BY(lock);  // L(pool): every live worker
@@ -370,13 +383,14 @@ struct wq_impl {
   // inactive), in transit between those, or running. Raised before an instance is created,
   // lowered as the last touch of the queue when it ends; a timer firing or mod_delayed
   // moving an instance leaves it unchanged. drain() is done when it reads zero.
-  std::atomic<std::int64_t> outstanding{0};
-  std::atomic<bool> exit_hook_checked{false};  // A: ensure_exit_hook() ran
-  std::atomic<std::uint64_t> queued{0};        // A
-  std::atomic<std::uint64_t> cancelled{0};     // A
-  std::atomic<std::uint64_t> rejected{0};      // A
-  std::atomic<std::uint64_t> flushes{0};       // A: flushes that flipped their colors
-  std::atomic<bool> reject_reported{false};    // A
+  // On a cache line of its own: every queueing and every completion writes it, and the
+  // read-mostly fields around it (draining, exit_hook_checked) are read on every queueing.
+  alignas(64) std::atomic<std::int64_t> outstanding{0};
+  alignas(64) std::atomic<bool> exit_hook_checked{false};  // A: ensure_exit_hook() ran
+  std::atomic<std::uint64_t> cancelled{0};                 // A
+  std::atomic<std::uint64_t> rejected{0};                  // A
+  std::atomic<std::uint64_t> flushes{0};                   // A: flushes that flipped their colors
+  std::atomic<bool> reject_reported{false};                // A
 
   pwq& pwq_for_cpu(int cpu);
   pwq* pwq_in_pool(const pool* p) noexcept;

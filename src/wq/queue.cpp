@@ -104,7 +104,7 @@ void queue_work_owned(wq_impl& wq, int cpu, work& item) {
   }
   A::pwq_of(item) = q;
   A::queued_ns(item) = stat_ns();
-  wq.queued.fetch_add(1, std::memory_order_relaxed);
+  q->queued.fetch_add(1, std::memory_order_relaxed);
   trace_queue(item, wq);
   active_domain& d = *q->domain;
   detail::lock_guard domain_guard(d.lock);  // for a per-CPU queue, this is the pool lock

@@ -10,6 +10,8 @@
 #include <stdexcept>
 
 #include "../base/blocking_hook.hpp"
+#include "../base/deferred_wake.hpp"
+#include "../base/futex.hpp"
 #include "completion.hpp"
 #include "internal.hpp"
 #include "quiesce/clock.hpp"
@@ -55,7 +57,11 @@ bool create_worker_locked(pool& p) QUIESCE_REQUIRES(p.lock) {
   }
   p.dying.clear();
   const int id = p.next_worker_id++;
-  auto w = std::make_unique<worker>(&p, p.lock, id, worker_name(p, id));
+  int slot = p.next_slot;
+  if (!p.free_slots.empty()) {
+    slot = p.free_slots.back();
+  }
+  auto w = std::make_unique<worker>(&p, p.lock, id, slot, worker_name(p, id));
   worker* raw = w.get();
   raw->pool_lock.assert_held();
   try {
@@ -65,11 +71,24 @@ bool create_worker_locked(pool& p) QUIESCE_REQUIRES(p.lock) {
         p, fmt::format("workqueue: cannot create a worker for pool {}: {}", p.id, e.what()));
     return false;
   }
+  if (slot == p.next_slot) {
+    ++p.next_slot;
+  } else {
+    p.free_slots.pop_back();
+  }
   raw->waking = true;
   ++p.nr_waking;
   p.workers.push_back(std::move(w));
   ++p.nr_workers;
   return true;
+}
+
+// Wakes `w` from its idle sleep once the caller releases the pool lock (L; see
+// pool::wake_words).
+void wake_worker_locked(pool& p, worker& w) QUIESCE_REQUIRES(p.lock) {
+  std::atomic<std::uint32_t>& word = p.wake_words[static_cast<std::size_t>(w.slot)];
+  word.fetch_add(1, std::memory_order_seq_cst);
+  defer_wake_one(word);
 }
 
 // Takes `w` off the idle list (L).
@@ -250,17 +269,23 @@ void process_one_work(pool& p, worker& w, work& item, unique_lock& lk) QUIESCE_R
 bool sleep_idle(pool& p, worker& w, unique_lock& lk) QUIESCE_REQUIRES(p.lock) {
   w.pool_lock.assert_held();
   enter_idle_locked(p, w);
+  std::atomic<std::uint32_t>& word = p.wake_words[static_cast<std::size_t>(w.slot)];
   for (;;) {
     const std::uint64_t gen = g_idle_timeout_gen.load(std::memory_order_acquire);
     const std::uint64_t deadline = deadline_after(w.idle_since_ns, idle_timeout_ns());
-    const std::chrono::steady_clock::time_point until{
-        std::chrono::nanoseconds(static_cast<std::int64_t>(deadline))};
+    bool timed_out = false;
     while (w.idle && g_idle_timeout_gen.load(std::memory_order_acquire) == gen) {
-      if (deadline == never_ns) {
-        w.wake.wait(lk.native());
-      } else if (w.wake.wait_until(lk.native(), until) == std::cv_status::timeout) {
-        break;
-      }
+      // Read under the lock: a waker bumps the word under it after changing our state, so
+      // a wake-up between the unlock and the sleep makes the sleep return at once.
+      const std::uint32_t seen = word.load(std::memory_order_seq_cst);
+      unlocked(lk, [&] {
+        if (deadline == never_ns) {
+          futex_wait(word, seen);
+        } else {
+          timed_out = !futex_wait_until(word, seen, deadline);
+        }
+      });
+      if (timed_out) break;
     }
     if (!w.idle) return true;                                                 // kicked
     if (g_idle_timeout_gen.load(std::memory_order_acquire) != gen) continue;  // new timeout
@@ -273,6 +298,7 @@ bool sleep_idle(pool& p, worker& w, unique_lock& lk) QUIESCE_REQUIRES(p.lock) {
     // next worker creation, after this thread has released the lock.
     leave_idle_locked(p, w);
     --p.nr_workers;
+    p.free_slots.push_back(w.slot);  // we no longer sleep on its word
     if (auto s = w.sched->sample()) {
       p.exited_sched.run_ns += s->run_ns;
       p.exited_sched.run_delay_ns += s->run_delay_ns;
@@ -361,7 +387,7 @@ void kick_pool_locked(pool& p) {
     leave_idle_locked(p, *w);
     w->waking = true;
     ++p.nr_waking;
-    w->wake.notify_one();
+    wake_worker_locked(p, *w);
     return;
   }
   create_worker_locked(p);
@@ -403,7 +429,7 @@ void set_worker_idle_timeout(std::chrono::nanoseconds timeout) {
     detail::lock_guard guard(p->lock);
     for (worker* w = p->idle.front(); w; w = p->idle.next(w)) {
       w->pool_lock.assert_held();
-      w->wake.notify_one();
+      wake_worker_locked(*p, *w);
     }
   }
 }

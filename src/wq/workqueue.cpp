@@ -178,7 +178,6 @@ const wq_options& workqueue::options() const noexcept {
 wq_stats workqueue::stats() const {
   wq_stats s;
   s.name = impl_->name;
-  s.queued = impl_->queued.load(std::memory_order_relaxed);
   s.cancelled = impl_->cancelled.load(std::memory_order_relaxed);
   s.rejected = impl_->rejected.load(std::memory_order_relaxed);
   s.flushes = impl_->flushes.load(std::memory_order_seq_cst);
@@ -189,6 +188,7 @@ wq_stats workqueue::stats() const {
     detail::lock_guard guard(q->pool_lock);
     s.queue_to_start_ns.merge(q->queue_to_start_ns);
     s.run_ns.merge(q->run_ns);
+    s.queued += q->queued.load(std::memory_order_relaxed);
     s.executed += q->executed;
     s.exceptions += q->exceptions;
     s.dropped += q->dropped;
