@@ -214,6 +214,10 @@ runs run_benchmark(const fs::path& dir, const std::string& program, const std::s
                                    "--benchmark_out_format=json",
                                    fmt::format("--benchmark_repetitions={}", repetitions),
                                    "--benchmark_min_time=0.1",
+                                   // Repetitions of quiesce and its peers alternate in a
+                                   // random order, so that a slow spell of this noisy
+                                   // machine does not fall on one side only.
+                                   "--benchmark_enable_random_interleaving=true",
                                    "--benchmark_filter=" + filter};
   std::vector<char*> argv;
   for (auto& a : args)
@@ -413,7 +417,8 @@ nlohmann::json to_json(const peers_result& r) {
 
 std::string peers_markdown(const peers_result& r) {
   std::string md = fmt::format(
-      "Medians of {} repetitions in one run, (min-max) of the repetitions. Ratio: quiesce "
+      "Medians of {} repetitions in one run (quiesce's and the peers' repetitions interleaved "
+      "in a random order), (min-max) of the repetitions. Ratio: quiesce "
       "against the best peer, >= 1.00 means quiesce is at least as good (throughput: ours / "
       "theirs; latency and cost: theirs / ours).\n\n"
       "| metric | quiesce | peers | best peer | ratio | goal |\n|---|---|---|---|---|---|\n",

@@ -63,7 +63,7 @@ struct peers_result {
 };
 
 struct peers_options {
-  int repetitions = 3;
+  int repetitions = 5;
   bool growth = true;               // also the scaling and burst tables
   std::filesystem::path bench_dir;  // empty: the directory of this executable
 };
