@@ -33,6 +33,7 @@ namespace quiesce::detail {
 class QUIESCE_CAPABILITY("mutex") mutex {
  public:
   void lock() QUIESCE_ACQUIRE() { m_.lock(); }
+  bool try_lock() QUIESCE_TRY_ACQUIRE(true) { return m_.try_lock(); }
   // Then sends the wake-ups deferred while it was held (deferred_wake.hpp).
   void unlock() QUIESCE_RELEASE() {
     m_.unlock();

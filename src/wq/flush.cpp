@@ -20,13 +20,30 @@ void end_instance(wq_impl& wq) noexcept {
   notify_completion();
 }
 
+namespace {
+
+// The common case of ending an active instance of an unbound queue, without giving up the
+// pool lock: the domain lock is free (try_lock: the order is domain -> pool, so we may not
+// wait for it here) and no item waits for activation (activating one would take its pool's
+// lock, perhaps ours). Otherwise false, and the caller takes the slow path.
+bool dec_nr_active_fast(active_domain& d) {
+  if (!d.lock.try_lock()) return false;
+  const bool fast = d.inactive.empty();
+  if (fast) --d.nr_active;
+  d.lock.unlock();
+  return fast;
+}
+
+}  // namespace
+
 void end_queued_instance_locked(pwq& q, int color, bool active, detail::unique_lock& pool_lk) {
   wq_impl& wq = *q.wq;
   if (active) {
-    if (q.domain->shares_pool_lock) {
-      q.domain->lock.assert_held();  // the pool lock
-      dec_nr_active_locked(*q.domain);
-    } else {
+    active_domain& d = *q.domain;
+    if (d.shares_pool_lock) {
+      d.lock.assert_held();  // the pool lock
+      dec_nr_active_locked(d);
+    } else if (!dec_nr_active_fast(d)) {
       unlocked(pool_lk, [&] {
         detail::lock_guard domain_guard(q.domain->lock);
         dec_nr_active_locked(*q.domain);
