@@ -97,6 +97,11 @@ inline constexpr bool mod_delayed_checks_once = true;
 #else
 inline constexpr bool mod_delayed_checks_once = false;
 #endif
+#ifdef QUIESCE_MUTANT_WAKE_NOT_SENT  // a kick bumps the idle worker's word but sends no wake-up
+inline constexpr bool wake_not_sent = true;
+#else
+inline constexpr bool wake_not_sent = false;
+#endif
 #ifdef QUIESCE_MUTANT_EXIT_RUNS_QUEUED  // at exit, queued items keep running and re-queueing
 inline constexpr bool exit_runs_queued = true;
 #else

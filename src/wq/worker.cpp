@@ -88,7 +88,7 @@ bool create_worker_locked(pool& p) QUIESCE_REQUIRES(p.lock) {
 void wake_worker_locked(pool& p, worker& w) QUIESCE_REQUIRES(p.lock) {
   std::atomic<std::uint32_t>& word = p.wake_words[static_cast<std::size_t>(w.slot)];
   word.fetch_add(1, std::memory_order_seq_cst);
-  defer_wake_one(word);
+  if (!mutant::wake_not_sent) defer_wake_one(word);
 }
 
 // Takes `w` off the idle list (L).
