@@ -136,20 +136,24 @@ std::vector<row_spec> row_specs() {
     const std::string what = r == "0" ? "no readers" : "2 busy readers";
     for (const char* pct : {"p50", "p99"}) {
       if (r == "0" && std::string(pct) == "p99") continue;  // one row: the typical cost
-      rows.push_back({fmt::format("rcu_synchronize, {}, {}: default", what, pct),
-                      "us",
-                      better::lower,
-                      fmt::format("{}_us", pct),
-                      1.0,
-                      rcu("quiesce", "quiesce_synchronize/" + r),
-                      {rcu("liburcu memb", "urcu_memb_synchronize/" + r)}});
-      rows.push_back({fmt::format("rcu_synchronize, {}, {}: QSBR", what, pct),
-                      "us",
-                      better::lower,
-                      fmt::format("{}_us", pct),
-                      1.0,
-                      rcu("quiesce", "quiesce_qsbr_synchronize/" + r),
-                      {rcu("liburcu qsbr", "urcu_qsbr_synchronize/" + r)}});
+      struct flavour {
+        const char* name;
+        const char* ours;
+        const char* peer;
+        const char* theirs;
+      };
+      for (const flavour& f :
+           {flavour{"default", "quiesce_synchronize/", "liburcu memb", "urcu_memb_synchronize/"},
+            flavour{"QSBR", "quiesce_qsbr_synchronize/", "liburcu qsbr",
+                    "urcu_qsbr_synchronize/"}}) {
+        rows.push_back({fmt::format("rcu_synchronize, {}, {}: {}", what, pct, f.name),
+                        "us",
+                        better::lower,
+                        fmt::format("{}_us", pct),
+                        1.0,
+                        rcu("quiesce", f.ours + r),
+                        {rcu(f.peer, f.theirs + r)}});
+      }
     }
   }
   rows.push_back({"1M retires until barrier: default",
@@ -209,16 +213,13 @@ runs run_benchmark(const fs::path& dir, const std::string& program, const std::s
   const fs::path tmp = tmpl;
   const fs::path out = tmp / "out.json";
   const fs::path log = tmp / "console.log";
-  std::vector<std::string> args = {exe.string(),
-                                   "--benchmark_out=" + out.string(),
-                                   "--benchmark_out_format=json",
-                                   fmt::format("--benchmark_repetitions={}", repetitions),
-                                   "--benchmark_min_time=0.1",
-                                   // Repetitions of quiesce and its peers alternate in a
-                                   // random order, so that a slow spell of this noisy
-                                   // machine does not fall on one side only.
-                                   "--benchmark_enable_random_interleaving=true",
-                                   "--benchmark_filter=" + filter};
+  std::vector<std::string> args = {
+      exe.string(), "--benchmark_out=" + out.string(), "--benchmark_out_format=json",
+      fmt::format("--benchmark_repetitions={}", repetitions), "--benchmark_min_time=0.1",
+      // Repetitions of quiesce and its peers alternate in a
+      // random order, so that a slow spell of this noisy
+      // machine does not fall on one side only.
+      "--benchmark_enable_random_interleaving=true", "--benchmark_filter=" + filter};
   std::vector<char*> argv;
   for (auto& a : args)
     argv.push_back(a.data());
