@@ -16,7 +16,7 @@ namespace detail {
 using A = wq_access;
 
 void end_instance(wq_impl& wq) noexcept {
-  wq.outstanding.fetch_sub(1, std::memory_order_seq_cst);  // last touch of wq
+  wq.instances.ended();  // last touch of wq
   notify_completion();
 }
 
@@ -193,7 +193,7 @@ void workqueue::drain() {
   // (one counter, which a timer firing into the queue does not change).
   auto empty = [&wq] {
     if (detail::mutant::drain_ignores_timers) return !wq.in_flight();
-    return wq.outstanding.load(std::memory_order_seq_cst) == 0;
+    return wq.instances.zero();
   };
   for (unsigned tries = 0;;) {
     flush();

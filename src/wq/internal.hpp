@@ -36,6 +36,7 @@
 // that needs it QUIESCE_REQUIRES (checked by the clang preset, -Wthread-safety).
 #pragma once
 
+#include <sys/sysinfo.h>
 #include <sys/types.h>
 
 #include <atomic>
@@ -49,6 +50,7 @@
 #include <vector>
 
 #include "../base/thread_annotations.hpp"
+#include "instance_count.hpp"
 #include "quiesce/cpu_set.hpp"
 #include "quiesce/histogram.hpp"
 #include "quiesce/list.hpp"
@@ -106,6 +108,11 @@ inline constexpr bool wake_not_sent = false;
 inline constexpr bool exit_runs_queued = true;
 #else
 inline constexpr bool exit_runs_queued = false;
+#endif
+#ifdef QUIESCE_MUTANT_INSTANCE_COUNT_ONE_PASS  // drain's zero test reads slot by slot, once
+inline constexpr bool instance_count_one_pass = true;
+#else
+inline constexpr bool instance_count_one_pass = false;
 #endif
 }  // namespace mutant
 
@@ -384,18 +391,17 @@ struct wq_impl {
   std::vector<int> pwq_index_of_cpu;                    // I: cpu number -> pwqs index, -1
   mutex flush_mutex;                                    // serialises flush() callers
   std::atomic<int> draining{0};                         // A: drain() calls in progress
-  // A (seq_cst): instances of this queue that exist: armed on the timer, queued (active or
-  // inactive), in transit between those, or running. Raised before an instance is created,
-  // lowered as the last touch of the queue when it ends; a timer firing or mod_delayed
-  // moving an instance leaves it unchanged. drain() is done when it reads zero.
-  // On a cache line of its own: every queueing and every completion writes it, and the
-  // read-mostly fields around it (draining, exit_hook_checked) are read on every queueing.
-  alignas(64) std::atomic<std::int64_t> outstanding{0};
-  alignas(64) std::atomic<bool> exit_hook_checked{false};  // A: ensure_exit_hook() ran
-  std::atomic<std::uint64_t> cancelled{0};                 // A
-  std::atomic<std::uint64_t> rejected{0};                  // A
-  std::atomic<std::uint64_t> flushes{0};                   // A: flushes that flipped their colors
-  std::atomic<bool> reject_reported{false};                // A
+  // Instances of this queue that exist: armed on the timer, queued (active or inactive), in
+  // transit between those, or running. Created before an instance exists, ended as the last
+  // touch of the queue when it goes; a timer firing or mod_delayed moving an instance leaves
+  // it unchanged. drain() is done when it reads zero. Per CPU (instance_count.hpp): every
+  // queueing and every completion writes it, and no CPU writes another's line.
+  instance_count instances{static_cast<std::size_t>(::get_nprocs_conf())};
+  std::atomic<bool> exit_hook_checked{false};  // A: ensure_exit_hook() ran
+  std::atomic<std::uint64_t> cancelled{0};     // A
+  std::atomic<std::uint64_t> rejected{0};      // A
+  std::atomic<std::uint64_t> flushes{0};       // A: flushes that flipped their colors
+  std::atomic<bool> reject_reported{false};    // A
 
   pwq& pwq_for_cpu(int cpu);
   pwq* pwq_in_pool(const pool* p) noexcept;
@@ -411,7 +417,7 @@ bool is_chained(const wq_impl& wq) noexcept;
 bool refuses_new_work(wq_impl& wq);
 void report_refusal(wq_impl& wq, const work& item);
 // Queues an item whose pending bit the caller owns, whose pending_id is set and which is
-// counted in wq.outstanding, on the pool for `cpu` (-1: the calling thread's CPU). Never
+// counted in wq.instances, on the pool for `cpu` (-1: the calling thread's CPU). Never
 // refuses: callers check refuses_new_work() first.
 void queue_work_owned(wq_impl& wq, int cpu, work& item);
 // Takes one active slot of `d` back and activates what the limit now allows.

@@ -169,11 +169,11 @@ bool claim_pending(work& w) {
 void start_instance(detail::wq_impl& wq, work& w) {
   const std::uint64_t id = wq_access::last_id(w).fetch_add(1, std::memory_order_seq_cst) + 1;
   wq_access::pending_id(w).store(id, std::memory_order_release);
-  wq.outstanding.fetch_add(1, std::memory_order_seq_cst);
+  wq.instances.created();
 }
 
 // Queues now or arms the timer, for an instance whose pending bit the caller owns and
-// which is counted in wq.outstanding. If arming throws (the timer thread cannot start, no
+// which is counted in wq.instances. If arming throws (the timer thread cannot start, no
 // memory), the instance is undone before the exception leaves.
 void queue_or_arm(detail::wq_impl& wq, int cpu, work& w, std::chrono::nanoseconds delay) {
   if (delay == std::chrono::nanoseconds::zero()) {
@@ -240,7 +240,7 @@ bool workqueue::mod_delayed(delayed_work& w, std::chrono::nanoseconds delay) {
     return true;
   }
   // Counted first, so that the queue never looks empty while the instance moves.
-  wq.outstanding.fetch_add(1, std::memory_order_seq_cst);
+  wq.instances.created();
   const bool was_pending = detail::grab_pending(w, /*count_cancel=*/false);
   // Disabled since the check above (a cancel_sync began), with the item idle: create
   // nothing (kernel: clear_pending_if_disabled). A moved instance is queued again instead:

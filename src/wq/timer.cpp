@@ -93,7 +93,7 @@ class timer {
       wq_impl& wq = *wq_access::timer_wq(item);
       const int cpu = wq_access::timer_cpu(item);
       // The instance moves from the timer to the queue (a draining queue accepts it): the
-      // queue's outstanding count does not change, and after this we do not touch it.
+      // queue's instance count does not change, and after this we do not touch it.
       unlocked(guard, [&] { queue_work_owned(wq, cpu, item); });
     }
   }
