@@ -50,7 +50,8 @@ bool any_holdout(rcu_state& st, std::uint64_t gp) noexcept {
   return false;
 }
 
-// Waits until no registered thread holds grace period `gp`: a short spin, then (listed as a
+// Waits until no registered thread holds grace period `gp`: a short spin (st.spin, under
+// gp_mutex), then (listed as a
 // waiter, the stall detector watching) sleep until a reader leaves its section (or
 // reports, or goes offline, or exits) and wakes us.
 void wait_for_readers(rcu_state& st, std::uint64_t gp, blocking_waiter& me) noexcept {
@@ -61,12 +62,18 @@ void wait_for_readers(rcu_state& st, std::uint64_t gp, blocking_waiter& me) noex
   return;  // deliberately broken: grace periods end at once (tests/stress only)
 #endif
   std::atomic<std::uint32_t>& waiting = st.flavor.waiting;
-  for (int spin = 0;; ++spin) {
-    if (!any_holdout(st, gp)) return;
-    if (spin < 100) {
+  bool slept = false;
+  for (int scans = 0;; ++scans) {
+    if (!any_holdout(st, gp)) {
+      if (scans > 0 && !slept) st.spin.caught();
+      return;
+    }
+    if (!slept && st.spin.keep_spinning(scans)) {
       __builtin_ia32_pause();
       continue;
     }
+    if (!slept) st.spin.missed();
+    slept = true;
     me.list();
     me.hold();
     waiting.store(1, std::memory_order_seq_cst);
