@@ -196,9 +196,10 @@ extern qs_shared tasks;
 void qs_report_slow(qs_shared& shared, qs_reader& reader) noexcept;
 
 inline void qs_report(qs_shared& shared, qs_reader& reader) noexcept {
-  const std::uint64_t mine = reader.ctr.load(std::memory_order_relaxed);
-  // Offline (0), or nothing started since our last report: nothing to do.
-  if (mine == 0 || mine == shared.gp_ctr.load(std::memory_order_relaxed)) return;
+  // Nothing started since our last report: nothing to do. (Offline, our counter is 0,
+  // which the shared counter never is: the slow path sees that and stays offline.)
+  if (reader.ctr.load(std::memory_order_relaxed) == shared.gp_ctr.load(std::memory_order_relaxed))
+    return;
   qs_report_slow(shared, reader);
 }
 

@@ -242,7 +242,8 @@ void memb_wake_writer() noexcept {
 }
 
 void qs_report_slow(qs_shared& shared, qs_reader& reader) noexcept {
-  std::atomic_thread_fence(std::memory_order_seq_cst);  // our reads are done
+  if (reader.ctr.load(std::memory_order_relaxed) == 0) return;  // offline: nothing to report
+  std::atomic_thread_fence(std::memory_order_seq_cst);          // our reads are done
   reader.ctr.store(shared.gp_ctr.load(std::memory_order_relaxed), std::memory_order_seq_cst);
   std::atomic_thread_fence(std::memory_order_seq_cst);
   if (shared.waiting.load(std::memory_order_relaxed)) wake_writer(shared.waiting);

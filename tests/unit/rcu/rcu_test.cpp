@@ -340,6 +340,21 @@ TEST(RcuQsbr, SynchronizeFromAnOnlineThreadDoesNotWaitForItself) {
   EXPECT_THROW(rcu_thread_online(rcu_default_domain()), std::invalid_argument);
 }
 
+// A quiescent state reported while offline reports nothing: the thread stays offline, so
+// grace periods do not wait for it (QSBR and Tasks share the path).
+TEST(RcuQsbr, QuiescentStateWhileOfflineLeavesTheThreadOffline) {
+  for (rcu_domain* d : {&rcu_qsbr_domain(), &rcu_tasks_domain()}) {
+    std::thread t([d] {
+      rcu_thread_online(*d);
+      rcu_thread_offline(*d);
+      rcu_synchronize(*d);  // a grace period has passed since the thread went offline
+      rcu_quiescent_state(*d);
+      EXPECT_FALSE(rcu_thread_is_online(*d)) << d->name();
+    });
+    t.join();
+  }
+}
+
 // ---- Tasks ----
 
 // A registered thread spinning with cond_resched() holds the Tasks grace period (seed 003);
