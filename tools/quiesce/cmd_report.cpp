@@ -110,7 +110,7 @@ const command_registrar report_command{
        sub->add_option("--out", opt->out, "Directory for report.md and results.json")
            ->capture_default_str();
        sub->add_flag("--quick", opt->quick,
-                     "Smaller populations: the whole report within a minute");
+                     "Smaller populations, and the peers without the growth tables: a shorter report");
        sub->callback([opt] {
          if (const int rc = run_report(*opt); rc != 0)
            throw std::runtime_error("an experiment failed");
