@@ -1,14 +1,18 @@
 // The CLI as a user runs it: exit codes (0 ok, 1 failed, 2 bad usage), one clear line on
 // stderr, and fsverity-identical output.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 namespace {
 
@@ -19,10 +23,8 @@ struct result {
   std::string out;  // stdout and stderr
 };
 
-// Runs the CLI; `out` holds stdout and (unless stdout_only) stderr.
-result run(const std::string& args, bool stdout_only = false) {
-  const std::string cmd =
-      std::string(QUIESCE_CLI) + " " + args + (stdout_only ? " 2>/dev/null" : " 2>&1");
+// Runs a shell command line; `out` holds what it printed.
+result run_shell(const std::string& cmd) {
   FILE* p = ::popen(cmd.c_str(), "r");
   result r{-1, {}};
   if (!p) return r;
@@ -32,6 +34,19 @@ result run(const std::string& args, bool stdout_only = false) {
   const int status = ::pclose(p);
   r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   return r;
+}
+
+// Runs the CLI; `out` holds stdout and (unless stdout_only) stderr.
+result run(const std::string& args, bool stdout_only = false) {
+  return run_shell(std::string(QUIESCE_CLI) + " " + args +
+                   (stdout_only ? " 2>/dev/null" : " 2>&1"));
+}
+
+// Runs the CLI with TMPDIR set to `tmp`, ended by `timeout` if it does not finish in 60 s
+// (exit 124: whatever the test expected, that is a failure).
+result run_in(const fs::path& tmp, const std::string& args) {
+  return run_shell("TMPDIR=" + tmp.string() + " timeout 60 " + std::string(QUIESCE_CLI) + " " +
+                   args + " 2>&1");
 }
 
 class Cli : public testing::Test {
@@ -126,6 +141,108 @@ TEST_F(Cli, VerityVerifyFailsWithExit1NamingTheBlock) {
   const result bad = run("verity verify " + file_.string());
   EXPECT_EQ(bad.code, 1);
   EXPECT_NE(bad.out.find("block 3 failed fs-verity verification"), std::string::npos) << bad.out;
+}
+
+// Every numeric option of every command, given a hostile value: exit 2, one line naming
+// the option and the value as typed, a bounded run (a `timeout` that fails the check
+// rather than hangs), and nothing created in the temporary directory.
+TEST_F(Cli, HostileNumbersAreOneLineExit2AndCreateNothing) {
+  const fs::path tmp = dir_ / "tmp";
+  fs::create_directories(tmp);
+  const std::string file = file_.string();
+  struct option_case {
+    std::string command;  // the command line before the option
+    std::string option;
+    bool zero_is_valid;
+  };
+  const std::vector<option_case> options = {
+      {"keygc", "--keys", false},
+      {"keygc", "--per-keyring", false},
+      {"keygc", "--chunk", false},
+      {"keygc", "--slice-us", false},
+      {"keygc", "--runs", false},
+      {"keygc", "--probe-priority", true},
+      {"keygc", "--cpu", true},
+      {"keygc --kernel", "--set-gc-delay", false},
+      {"sweep keygc", "--chunks", false},
+      {"sweep keygc", "--runs", false},
+      {"sweep keygc", "--keys", false},
+      {"sweep keygc", "--within", true},
+      {"sanitize", "--pages", false},
+      {"sanitize", "--seconds", false},
+      {"sanitize", "--fail-share", true},
+      {"verity digest " + file, "--block-size", false},
+      {"verity enable " + file, "--block-size", false},
+      {"verity bench", "--file-mib", false},
+      {"verity bench", "--readers", false},
+      {"verity bench", "--seconds", false},
+      {"verity bench", "--read-kib", false},
+      {"bench peers", "--repetitions", false},
+  };
+  const std::vector<std::string> hostile = {"-5",    "-1",  "abc",   "",  "99999999999999999999",
+                                            "1e999", "nan", "12abc", " 7"};
+  for (const option_case& c : options) {
+    std::vector<std::string> values = hostile;
+    if (!c.zero_is_valid) values.push_back("0");
+    for (const std::string& v : values) {
+      const std::string args = c.command + " " + c.option + " '" + v + "'";
+      const result r = run_in(tmp, args);
+      SCOPED_TRACE(args);
+      EXPECT_EQ(r.code, 2) << r.out;
+      EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << r.out;
+      EXPECT_NE(r.out.find(c.option), std::string::npos) << r.out;
+      EXPECT_NE(r.out.find("'" + v + "'"), std::string::npos) << r.out;
+      EXPECT_TRUE(fs::is_empty(tmp)) << "left behind in " << tmp;
+    }
+  }
+}
+
+// Sizes the machine cannot hold are refused before anything is allocated or written.
+TEST_F(Cli, SizesBeyondTheMachineAreRefusedUpFront) {
+  const fs::path tmp = dir_ / "tmp";
+  fs::create_directories(tmp);
+  for (const std::string args : {"keygc --keys 100000000", "sweep keygc --keys 100000000",
+                                 "sanitize --pages 268435456", "verity bench --file-mib 1048576"}) {
+    const result r = run_in(tmp, args);
+    SCOPED_TRACE(args);
+    // 2 with one line - unless this machine really has the memory or disk (then it would
+    // start the run, which the timeout ends: a failure that names the case).
+    EXPECT_EQ(r.code, 2) << r.out;
+    EXPECT_NE(r.out.find("needs"), std::string::npos) << r.out;
+    EXPECT_TRUE(fs::is_empty(tmp));
+  }
+}
+
+// A verity bench interrupted while it runs leaves nothing in the temporary directory.
+TEST_F(Cli, InterruptedVerityBenchLeavesNothingBehind) {
+  const fs::path tmp = dir_ / "tmp";
+  fs::create_directories(tmp);
+  for (int sig : {SIGINT, SIGTERM}) {
+    const pid_t pid = ::fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      ::setenv("TMPDIR", tmp.c_str(), 1);
+      const int null = ::open("/dev/null", O_WRONLY);
+      ::dup2(null, STDOUT_FILENO);
+      ::execl(QUIESCE_CLI, QUIESCE_CLI, "verity", "bench", "--file-mib", "16", "--seconds", "600",
+              static_cast<char*>(nullptr));
+      ::_exit(127);
+    }
+    // Wait until the bench has created its directory and the sidecar (the run is going).
+    bool running = false;
+    for (int i = 0; i < 6000 && !running; ++i) {
+      for (const auto& e : fs::directory_iterator(tmp)) {
+        if (fs::exists(e.path() / "data.verity")) running = true;
+      }
+      if (!running) ::usleep(10'000);
+    }
+    ::kill(pid, sig);
+    int status = 0;
+    ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+    ASSERT_TRUE(running) << "the bench never got going";
+    EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == sig) << "status " << status;
+    EXPECT_TRUE(fs::is_empty(tmp)) << "left behind in " << tmp << " after signal " << sig;
+  }
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 // (peers.hpp): the ratio table, and how quiesce's cost grows with work.
 #include <fmt/format.h>
 
+#include "number_option.hpp"
 #include "peers.hpp"
 #include "registry.hpp"
 
@@ -23,11 +24,9 @@ const command_registrar bench_command{
            "quiesce against a mutex+condvar pool, oneTBB, Boost.Asio and liburcu, side by side "
            "(runs bench_wq and bench_rcu from beside this program)");
        auto opt = std::make_shared<bench_options>();
-       peers
-           ->add_option("--repetitions", opt->peers.repetitions,
-                        "Repetitions of every measurement (medians are quoted)")
-           ->check(CLI::Range(1, 50))
-           ->capture_default_str();
+       add_number(peers, "--repetitions", opt->peers.repetitions,
+                  "Repetitions of every measurement (medians are quoted)",
+                  number_range<int>{1, 50});
        peers->add_flag("--quick", opt->quick,
                        "Only the ratio table (not how throughput and latency grow with work)");
        peers->add_flag("--json", opt->json, "Print the results as one JSON object on stdout");

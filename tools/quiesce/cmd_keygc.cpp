@@ -6,6 +6,7 @@
 
 #include "kernel_keygc.hpp"
 #include "keygc_experiment.hpp"
+#include "number_option.hpp"
 #include "registry.hpp"
 
 namespace quiesce::cli {
@@ -177,12 +178,7 @@ void validate(const keygc_cli& o) {
   if (o.set_gc_delay && !o.kernel && !o.with_kernel) {
     throw usage_error("--set-gc-delay: only with --kernel or --with-kernel");
   }
-  if (o.config.probe_priority < 0 || o.config.probe_priority > 99) {
-    throw usage_error("--probe-priority: 0 (SCHED_OTHER) or a SCHED_FIFO priority 1..99");
-  }
-  if (o.set_gc_delay && *o.set_gc_delay == 0) {
-    throw usage_error("--set-gc-delay: must be at least 1 second");
-  }
+  refuse_beyond_memory("--keys", std::to_string(o.config.keys), o.config.keys * bytes_per_key);
   for (const std::string* m : {&o.mode, &o.against}) {
     try {
       keys::parse_gc_mode(*m);
@@ -199,20 +195,22 @@ const command_registrar keygc_command{
            "keygc",
            "Seed 000: the key collector's execution times and the latency it inflicts "
            "on its CPU (keygcbench)");
-       sub->add_option("--keys", o->config.keys, "Keys in the population")->capture_default_str();
-       sub->add_option("--per-keyring", o->config.per_keyring, "Keys per keyring")
-           ->capture_default_str();
+       add_number(sub, "--keys", o->config.keys, "Keys in the population",
+                  number_range<std::size_t>{1, max_keys});
+       add_number(sub, "--per-keyring", o->config.per_keyring, "Keys per keyring",
+                  number_range<std::size_t>{1, max_keys});
        sub->add_option("--mode", o->mode, "monolithic | chunked | budget")->capture_default_str();
-       sub->add_option("--chunk", o->config.chunk, "Chunk size (chunked mode)")
-           ->capture_default_str();
-       sub->add_option("--slice-us", o->config.slice_us, "Time slice per execution (budget mode)")
-           ->capture_default_str();
-       sub->add_option("--runs", o->config.runs, "Runs per mode (samples are pooled)")
-           ->capture_default_str();
-       sub->add_option("--probe-priority", o->config.probe_priority,
-                       "SCHED_FIFO priority of the cyclictest-style probe threads (0: SCHED_OTHER)")
-           ->capture_default_str();
-       sub->add_option("--cpu", o->config.cpu, "The collector's CPU (default: the last usable)");
+       add_number(sub, "--chunk", o->config.chunk, "Chunk size (chunked mode)",
+                  number_range<std::size_t>{1, max_keys});
+       add_number(sub, "--slice-us", o->config.slice_us, "Time slice per execution (budget mode)",
+                  number_range<double>{1, 10'000'000});
+       add_number(sub, "--runs", o->config.runs, "Runs per mode (samples are pooled)",
+                  number_range<int>{1, 1000});
+       add_number(sub, "--probe-priority", o->config.probe_priority,
+                  "SCHED_FIFO priority of the cyclictest-style probe threads (0: SCHED_OTHER)",
+                  number_range<int>{0, 99});
+       add_number(sub, "--cpu", o->config.cpu, "The collector's CPU (default: the last usable)",
+                  number_range<int>{0, CPU_SETSIZE - 1});
        sub->add_flag("--compare", o->compare,
                      "Run the baseline (--against) and --mode side by side");
        sub->add_option("--against", o->against, "Baseline mode for --compare")
@@ -222,9 +220,10 @@ const command_registrar keygc_command{
                      "private keyring of the process)");
        sub->add_flag("--with-kernel", o->with_kernel,
                      "With --compare: the kernel as a third column, same population");
-       sub->add_option("--set-gc-delay", o->set_gc_delay,
-                       "Kernel: set /proc/sys/kernel/keys/gc_delay to SECONDS for the run "
-                       "(restored on exit) so the expired phase can run");
+       add_number(sub, "--set-gc-delay", o->set_gc_delay,
+                  "Kernel: set /proc/sys/kernel/keys/gc_delay to SECONDS for the run "
+                  "(restored on exit) so the expired phase can run",
+                  number_range<unsigned>{1, 31'536'000});
        sub->add_flag("--json", o->json, "One JSON object on stdout");
        sub->callback([o] {
          validate(*o);

@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "number_option.hpp"
 #include "quiesce/sanitize.hpp"
 #include "registry.hpp"
 
@@ -74,7 +75,7 @@ std::string thresholds(const boot_options& b) {
 }
 
 void validate(const sanitize_cli& o) {
-  if (o.pages == 0) throw usage_error("--pages: must be at least 1");
+  refuse_beyond_memory("--pages", std::to_string(o.pages), o.pages * std::uint64_t{4096});
   if (!(o.fail_share >= 0 && o.fail_share <= 1)) {
     throw usage_error(fmt::format("--fail-share: {} is outside [0, 1]", o.fail_share));
   }
@@ -99,11 +100,12 @@ const command_registrar sanitize_command{
            "Seed 003: an EPC-sanitizing loop holds every RCU Tasks grace period unless "
            "it reports quiescent states");
        sub->add_option("--qs", o->qs, "none | resched | tasks-qs")->capture_default_str();
-       sub->add_option("--pages", o->pages, "4 KiB pages to sanitize")->capture_default_str();
-       sub->add_option("--seconds", o->seconds, "About how long the loop should take")
-           ->capture_default_str();
-       sub->add_option("--fail-share", o->fail_share, "Share of pages left dirty on the first pass")
-           ->capture_default_str();
+       add_number(sub, "--pages", o->pages, "4 KiB pages to sanitize",
+                  number_range<std::size_t>{1, std::size_t{1} << 28});
+       add_number(sub, "--seconds", o->seconds, "About how long the loop should take",
+                  number_range<double>{0.001, 3600});
+       add_number(sub, "--fail-share", o->fail_share, "Share of pages left dirty on the first pass",
+                  number_range<double>{0, 1});
        sub->add_flag("--compare", o->compare,
                      "resched (the bug) vs tasks-qs (the fix), one process");
        sub->add_flag("--json", o->json, "One JSON object on stdout");

@@ -9,6 +9,7 @@
 #include <fstream>
 
 #include "keygc_experiment.hpp"
+#include "number_option.hpp"
 #include "registry.hpp"
 
 namespace quiesce::cli {
@@ -100,14 +101,11 @@ std::vector<sweep_row> measure(const sweep_cli& o, const std::vector<std::size_t
 
 void run_sweep(const sweep_cli& o) {
   if (o.what != "keygc") throw usage_error("sweep: only 'keygc' can be swept");
-  if (o.runs < 1) throw usage_error("--runs: must be at least 1");
+  refuse_beyond_memory("--keys", std::to_string(o.keys), o.keys * bytes_per_key);
   std::vector<std::size_t> chunks = o.chunks;
   if (chunks.empty()) {
     for (std::size_t c = 1; c <= 1024; c *= 2)
       chunks.push_back(c);
-  }
-  for (std::size_t c : chunks) {
-    if (c == 0) throw usage_error("--chunks: sizes must be at least 1");
   }
   const std::vector<sweep_row> rows = measure(o, chunks);
   const std::size_t chosen = choose(rows, o.within_pct);
@@ -132,12 +130,14 @@ const command_registrar sweep_command{
        auto* sub =
            app.add_subcommand("sweep", "Parameter studies: 'sweep keygc' picks the chunk size");
        sub->add_option("what", o->what, "What to sweep: keygc")->required();
-       sub->add_option("--chunks", o->chunks, "Chunk sizes (default 1 2 4 ... 1024)");
-       sub->add_option("--runs", o->runs, "Runs per size")->capture_default_str();
-       sub->add_option("--keys", o->keys, "Keys in the population")->capture_default_str();
-       sub->add_option("--within", o->within_pct,
-                       "Fitness: lowest variance within this % of the best total time")
-           ->capture_default_str();
+       add_number(sub, "--chunks", o->chunks, "Chunk sizes (default 1 2 4 ... 1024)",
+                  number_range<std::size_t>{1, max_keys});
+       add_number(sub, "--runs", o->runs, "Runs per size", number_range<int>{1, 1000});
+       add_number(sub, "--keys", o->keys, "Keys in the population",
+                  number_range<std::size_t>{1, max_keys});
+       add_number(sub, "--within", o->within_pct,
+                  "Fitness: lowest variance within this % of the best total time",
+                  number_range<double>{0, 1000});
        sub->add_flag("--json", o->json, "One JSON object on stdout");
        sub->add_option("--plot", o->plot, "Write a PNG (gnuplot): variance and total time vs size");
        sub->callback([o] { run_sweep(*o); });

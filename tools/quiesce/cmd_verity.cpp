@@ -9,6 +9,7 @@
 #include <system_error>
 
 #include "atomic_file.hpp"
+#include "number_option.hpp"
 #include "quiesce/clock.hpp"
 #include "quiesce/histogram.hpp"
 #include "quiesce/thread.hpp"
@@ -16,6 +17,7 @@
 #include "quiesce/verity.hpp"
 #include "quiesce/workqueue.hpp"
 #include "registry.hpp"
+#include "temp_dir.hpp"
 
 namespace quiesce::cli {
 namespace {
@@ -209,10 +211,11 @@ bench_side bench_one(const fs::path& file, const std::string& name, const wq_opt
 }
 
 nlohmann::json run_bench_json(const bench_cli& o) {
-  const fs::path dir =
-      fs::temp_directory_path() / fmt::format("quiesce-verity-bench-{}", ::getpid());
-  fs::create_directories(dir);
-  const fs::path file = dir / "data";
+  refuse_beyond_disk("--file-mib", std::to_string(o.file_mib),
+                     o.file_mib * (std::uint64_t{1} << 20) / 64 * 65,  // data and its tree
+                     fs::temp_directory_path().string());
+  const temp_dir dir("verity-bench");  // removed on every way out, signals included
+  const fs::path file = dir.path() / "data";
   {
     std::ofstream out(file, std::ios::binary);
     std::vector<char> chunk(1 << 20);
@@ -236,7 +239,6 @@ nlohmann::json run_bench_json(const bench_cli& o) {
   const bench_side unbound =
       bench_one(file, "fsverity_read_queue_unbound",
                 wq_options{.unbound = true, .highpri = true, .max_active = ncpus}, o);
-  fs::remove_all(dir);
   auto drop = [](double before, double after) {
     return before == 0 ? 0 : (before - after) / before * 100;
   };
@@ -307,8 +309,8 @@ const command_registrar verity_command{
        auto* digest = sub->add_subcommand("digest", "Print the fs-verity digest of each FILE");
        digest->add_option("FILE", o->files, "Files to digest")->required();
        digest->add_option("--hash-alg", o->hash_alg, "sha256 | sha512")->capture_default_str();
-       digest->add_option("--block-size", o->block_size, "Merkle tree block size")
-           ->capture_default_str();
+       add_number(digest, "--block-size", o->block_size, "Merkle tree block size (a power of two)",
+                  number_range<std::size_t>{1024, 65536});
        digest->add_option("--salt", o->salt, "Salt, as hex (up to 32 bytes)");
        digest->add_option("--out-merkle-tree", o->out_tree, "Write the Merkle tree here");
        digest->add_option("--out-descriptor", o->out_descriptor, "Write the descriptor here");
@@ -323,8 +325,8 @@ const command_registrar verity_command{
            sub->add_subcommand("enable", "Build FILE's Merkle tree into a sidecar (FILE.verity)");
        enable->add_option("FILE", e->file, "The file")->required();
        enable->add_option("--hash-alg", e->hash_alg, "sha256 | sha512")->capture_default_str();
-       enable->add_option("--block-size", e->block_size, "Merkle tree block size")
-           ->capture_default_str();
+       add_number(enable, "--block-size", e->block_size, "Merkle tree block size (a power of two)",
+                  number_range<std::size_t>{1024, 65536});
        enable->add_option("--salt", e->salt, "Salt, as hex (up to 32 bytes)");
        enable->add_option("--sidecar", e->sidecar, "Where to write it (default FILE.verity)");
        enable->callback([e] { run_enable(*e); });
@@ -339,18 +341,16 @@ const command_registrar verity_command{
        auto b = std::make_shared<bench_cli>();
        auto* bench = sub->add_subcommand(
            "bench", "Seed 004: verification on a per-CPU highpri queue vs an unbound one");
-       bench->add_option("--file-mib", b->file_mib, "Size of the generated file")
-           ->capture_default_str();
-       bench->add_option("--readers", b->readers, "Reader threads (even: random, odd: sequential)")
-           ->capture_default_str();
-       bench->add_option("--seconds", b->seconds, "Seconds per queue")->capture_default_str();
-       bench->add_option("--read-kib", b->read_kib, "Bytes per read (KiB)")->capture_default_str();
+       add_number(bench, "--file-mib", b->file_mib, "Size of the generated file (MiB)",
+                  number_range<std::size_t>{1, std::size_t{1} << 20});
+       add_number(bench, "--readers", b->readers, "Reader threads (even: random, odd: sequential)",
+                  number_range<int>{1, 1024});
+       add_number(bench, "--seconds", b->seconds, "Seconds per queue",
+                  number_range<double>{0.001, 3600});
+       add_number(bench, "--read-kib", b->read_kib, "Bytes per read (KiB)",
+                  number_range<std::size_t>{1, 64 * 1024});
        bench->add_flag("--json", b->json, "One JSON object on stdout");
        bench->callback([b] {
-         if (b->file_mib == 0 || b->readers < 1 || !(b->seconds > 0) || b->read_kib == 0) {
-           throw usage_error(
-               "verity bench: --file-mib, --readers, --seconds and --read-kib must be positive");
-         }
          const nlohmann::json j = run_bench_json(*b);
          if (b->json) {
            fmt::print("{}\n", j.dump(2));

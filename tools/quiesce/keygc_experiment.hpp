@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -12,6 +13,12 @@
 #include "quiesce/summary.hpp"
 
 namespace quiesce::cli {
+
+// The largest population the CLI accepts, and a generous estimate of one key's memory (the
+// key, its tree node, description, payload and link), to refuse a population beyond the
+// machine's memory before building it.
+inline constexpr std::size_t max_keys = 100'000'000;
+inline constexpr std::uint64_t bytes_per_key = 512;
 
 struct keygc_config {
   std::size_t keys = 100'000;

@@ -1,10 +1,13 @@
 // A /proc/sys setting changed for the duration of a run, restored on every way out: the
 // destructor (normal return, exceptions), and SIGINT, SIGTERM, SIGHUP and SIGQUIT, whose
-// handler writes the old value back (async-signal-safe: open/write/close of a value
-// formatted in advance) and then dies of the signal as it would have.
+// handler writes the old value back and then dies of the signal as it would have
+// (exit_cleanup.hpp).
 #pragma once
 
+#include <optional>
 #include <string>
+
+#include "exit_cleanup.hpp"
 
 namespace quiesce::cli {
 
@@ -24,6 +27,7 @@ class sysctl_override {
 
  private:
   std::string path_, old_;
+  std::optional<exit_cleanup> restore_;
 };
 
 // The value of a /proc/sys setting, trailing newline removed. Throws std::runtime_error.

@@ -1,0 +1,38 @@
+// Undo actions that run on every way out of a command: when their owner is destroyed
+// (normal return, an exception), and on SIGINT, SIGTERM, SIGHUP and SIGQUIT, whose handler
+// runs every pending action (newest first) and then lets the process die of the signal as
+// it would have. The handler only makes async-signal-safe system calls on values prepared
+// in advance: writing a saved value back to a file (a /proc/sys setting), or removing a
+// directory and the files in it (a temporary directory, one level deep).
+//
+// Protection legend: each slot is claimed and released with an atomic state (A); its
+// fields are written only while the slot is free and read by the handler and the owner.
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+namespace quiesce::cli {
+
+class exit_cleanup {
+ public:
+  // Writes `value` to `path` on the way out. Throws std::runtime_error if the path or value
+  // is too long to prepare, or if every slot is taken.
+  static exit_cleanup restore_file(const std::string& path, const std::string& value);
+  // Removes the directory `path` and the files directly in it on the way out.
+  static exit_cleanup remove_dir(const std::string& path);
+
+  exit_cleanup(exit_cleanup&& other) noexcept;
+  exit_cleanup& operator=(exit_cleanup&&) = delete;
+  exit_cleanup(const exit_cleanup&) = delete;
+  // Runs the action now unless it has run (the signal handler, or run_now()).
+  ~exit_cleanup();
+  // Runs it now; true if this call ran it and it succeeded.
+  bool run_now() noexcept;
+
+ private:
+  explicit exit_cleanup(int slot) noexcept : slot_(slot) {}
+  int slot_ = -1;
+};
+
+}  // namespace quiesce::cli
