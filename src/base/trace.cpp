@@ -15,6 +15,7 @@
 #include <system_error>
 #include <unordered_set>
 
+#include "quiesce/file_io.hpp"
 #include "quiesce/thread.hpp"
 
 namespace quiesce::trace {
@@ -225,25 +226,7 @@ std::string chrome_json() {
 }
 
 void write_chrome_json(const std::string& path) {
-  const std::string text = chrome_json();
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out << text;
-    out.flush();
-    if (!out) {
-      std::error_code ignore;
-      std::filesystem::remove(tmp, ignore);
-      throw std::system_error(errno, std::generic_category(), "trace: cannot write " + tmp);
-    }
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    std::error_code ignore;
-    std::filesystem::remove(tmp, ignore);
-    throw std::system_error(ec, "trace: cannot rename " + tmp + " to " + path);
-  }
+  write_file_atomically(path, {chrome_json()});
 }
 
 }  // namespace quiesce::trace

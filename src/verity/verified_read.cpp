@@ -15,6 +15,7 @@
 
 #include "hasher.hpp"
 #include "quiesce/clock.hpp"
+#include "quiesce/file_io.hpp"
 #include "quiesce/verity.hpp"
 #include "quiesce/workqueue.hpp"
 
@@ -41,17 +42,10 @@ merkle_tree enable(const fs::path& file, const params& p, std::optional<fs::path
                    workqueue* wq) {
   merkle_tree t = build_tree(file, p, wq);
   const fs::path out = sidecar_of(file, sidecar);
-  const fs::path tmp = out.string() + ".tmp";
-  {
-    std::ofstream o(tmp, std::ios::binary | std::ios::trunc);
-    const auto desc = descriptor(t);
-    o.write(reinterpret_cast<const char*>(desc.data()), desc.size());
-    o.write(reinterpret_cast<const char*>(t.tree.data()),
-            static_cast<std::streamsize>(t.tree.size()));
-    o.flush();
-    if (!o) fail(EIO, "cannot write " + tmp.string());
-  }
-  fs::rename(tmp, out);
+  const auto desc = descriptor(t);
+  write_file_atomically(
+      out, {std::string_view(reinterpret_cast<const char*>(desc.data()), desc.size()),
+            std::string_view(reinterpret_cast<const char*>(t.tree.data()), t.tree.size())});
   return t;
 }
 

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -141,6 +142,20 @@ TEST_F(Cli, VerityVerifyFailsWithExit1NamingTheBlock) {
   const result bad = run("verity verify " + file_.string());
   EXPECT_EQ(bad.code, 1);
   EXPECT_NE(bad.out.find("block 3 failed fs-verity verification"), std::string::npos) << bad.out;
+}
+
+// enable writes its sidecar through an unpredictable temporary: a symlink planted where
+// the old fixed name (FILE.verity.tmp) was, or at FILE.verity itself, is never followed.
+TEST_F(Cli, VerityEnableNeverFollowsAPlantedSymlink) {
+  const fs::path victim = dir_ / "victim";
+  { std::ofstream(victim) << "precious"; }
+  fs::create_symlink(victim, file_.string() + ".verity.tmp");
+  fs::create_symlink(victim, file_.string() + ".verity");
+  ASSERT_EQ(run("verity enable " + file_.string()).code, 0);
+  std::ifstream in(victim);
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(in), {}), "precious");
+  EXPECT_FALSE(fs::is_symlink(file_.string() + ".verity"));
+  EXPECT_EQ(run("verity verify " + file_.string()).code, 0);
 }
 
 // Every numeric option of every command, given a hostile value: exit 2, one line naming

@@ -10,10 +10,10 @@
 #include <fstream>
 #include <system_error>
 
-#include "atomic_file.hpp"
 #include "machine.hpp"
 #include "peers.hpp"
 #include "quiesce/clock.hpp"
+#include "quiesce/file_io.hpp"
 #include "quiesce/version.hpp"
 #include "registry.hpp"
 #include "seeds.hpp"
@@ -95,8 +95,8 @@ int run_report(const report_options& opt) {
   results["duration_s"] = seconds;
   md += fmt::format("---\nReport generated in {:.1f} s.\n", seconds);
 
-  write_atomically(fs::path(opt.out) / "results.json", results.dump(2) + "\n");
-  write_atomically(fs::path(opt.out) / "report.md", md);
+  write_file_atomically(fs::path(opt.out) / "results.json", {results.dump(2), "\n"});
+  write_file_atomically(fs::path(opt.out) / "report.md", {md});
   fmt::print("{}", md);
   fmt::print(stderr, "quiesce report: wrote {0}/report.md and {0}/results.json\n", opt.out);
   return results["failed"].empty() ? 0 : 1;
@@ -109,8 +109,9 @@ const command_registrar report_command{
        auto opt = std::make_shared<report_options>();
        sub->add_option("--out", opt->out, "Directory for report.md and results.json")
            ->capture_default_str();
-       sub->add_flag("--quick", opt->quick,
-                     "Smaller populations, and the peers without the growth tables: a shorter report");
+       sub->add_flag(
+           "--quick", opt->quick,
+           "Smaller populations, and the peers without the growth tables: a shorter report");
        sub->callback([opt] {
          if (const int rc = run_report(*opt); rc != 0)
            throw std::runtime_error("an experiment failed");

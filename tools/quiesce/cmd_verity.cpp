@@ -8,9 +8,9 @@
 #include <optional>
 #include <system_error>
 
-#include "atomic_file.hpp"
 #include "number_option.hpp"
 #include "quiesce/clock.hpp"
+#include "quiesce/file_io.hpp"
 #include "quiesce/histogram.hpp"
 #include "quiesce/thread.hpp"
 #include "quiesce/topology.hpp"
@@ -63,12 +63,14 @@ void run_digest(const digest_cli& o) {
                  file);
     }
     if (!o.out_tree.empty())
-      write_atomically(o.out_tree, std::string_view(reinterpret_cast<const char*>(t.tree.data()),
-                                                    t.tree.size()));
+      write_file_atomically(
+          o.out_tree,
+          {std::string_view(reinterpret_cast<const char*>(t.tree.data()), t.tree.size())});
     if (!o.out_descriptor.empty()) {
       const auto desc = verity::descriptor(t);
-      write_atomically(o.out_descriptor,
-                       std::string_view(reinterpret_cast<const char*>(desc.data()), desc.size()));
+      write_file_atomically(
+          o.out_descriptor,
+          {std::string_view(reinterpret_cast<const char*>(desc.data()), desc.size())});
     }
   }
 }

@@ -1,0 +1,23 @@
+// Files written whole or not at all (base layer): the reports, traces, Merkle trees and
+// fs-verity sidecars that quiesce writes.
+#pragma once
+
+#include <filesystem>
+#include <initializer_list>
+#include <string_view>
+
+namespace quiesce {
+
+// Writes `parts`, concatenated, to `path` so that a reader sees either the old file or the
+// whole new one, and a failure leaves `path` as it was:
+//  - the temporary is created in `path`'s directory under an unpredictable name with
+//    O_CREAT | O_EXCL | O_NOFOLLOW (a planted file or symlink is never opened, let alone
+//    followed), mode 0666 less the umask;
+//  - it is written, fsync'd, then renamed over `path` (a symlink at `path` is replaced,
+//    not followed);
+//  - on any failure the temporary is removed and std::system_error names `path` and the
+//    reason.
+void write_file_atomically(const std::filesystem::path& path,
+                           std::initializer_list<std::string_view> parts);
+
+}  // namespace quiesce

@@ -1,0 +1,81 @@
+// write_file_atomically (quiesce/file_io.hpp).
+#include "quiesce/file_io.hpp"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdint>
+#include <string>
+#include <system_error>
+
+namespace quiesce {
+
+namespace {
+
+[[noreturn]] void fail(int err, const std::filesystem::path& path, const char* what) {
+  throw std::system_error(err, std::generic_category(),
+                          fmt::format("cannot write {}: {}", path.string(), what));
+}
+
+std::uint64_t random_suffix() {
+  std::uint64_t v = 0;
+  if (::getrandom(&v, sizeof v, 0) != static_cast<ssize_t>(sizeof v)) {
+    // No entropy source: the name is only less unpredictable; O_EXCL still refuses a
+    // planted file.
+    v = static_cast<std::uint64_t>(::getpid()) * 0x9E3779B97F4A7C15ull ^
+        reinterpret_cast<std::uintptr_t>(&v);
+  }
+  return v;
+}
+
+bool write_all(int fd, std::string_view bytes) {
+  while (!bytes.empty()) {
+    const ssize_t n = ::write(fd, bytes.data(), bytes.size());
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return false;
+    }
+    bytes.remove_prefix(static_cast<std::size_t>(n));
+  }
+  return true;
+}
+
+}  // namespace
+
+void write_file_atomically(const std::filesystem::path& path,
+                           std::initializer_list<std::string_view> parts) {
+  const std::filesystem::path dir = path.has_parent_path() ? path.parent_path() : ".";
+  std::string tmp;
+  int fd = -1;
+  for (int attempt = 0; fd < 0; ++attempt) {
+    tmp =
+        (dir / fmt::format(".{}.tmp-{:016x}", path.filename().string(), random_suffix())).string();
+    fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
+    if (fd < 0 && (errno != EEXIST || attempt == 100))
+      fail(errno, path, "cannot create a temporary");
+  }
+  auto undo = [&](int err, const char* what) {
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    fail(err, path, what);
+  };
+  for (std::string_view part : parts) {
+    if (!write_all(fd, part)) undo(errno, "write failed");
+  }
+  if (::fsync(fd) != 0) undo(errno, "fsync failed");
+  if (::close(fd) != 0) {
+    const int err = errno;
+    ::unlink(tmp.c_str());
+    fail(err, path, "close failed");
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int err = errno;
+    ::unlink(tmp.c_str());
+    fail(err, path, "rename failed");
+  }
+}
+
+}  // namespace quiesce
