@@ -12,13 +12,18 @@
 
 namespace quiesce {
 
+// A timespec as nanoseconds (a time since the clock's epoch, or a duration).
+constexpr std::uint64_t timespec_to_ns(const timespec& ts) noexcept {
+  return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000u +
+         static_cast<std::uint64_t>(ts.tv_nsec);
+}
+
 // Monotonic time in nanoseconds since an unspecified epoch (boot). Safe from any thread,
 // async-signal-safe. Cost: one vDSO clock_gettime (~20-30 ns on x86-64 KVM guests).
 inline std::uint64_t now_ns() noexcept {
   timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000u +
-         static_cast<std::uint64_t>(ts.tv_nsec);
+  return timespec_to_ns(ts);
 }
 
 namespace detail {
@@ -61,8 +66,7 @@ inline bool stat_clock_is_tsc() noexcept {
 inline std::uint64_t thread_cpu_ns() noexcept {
   timespec ts;
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000u +
-         static_cast<std::uint64_t>(ts.tv_nsec);
+  return timespec_to_ns(ts);
 }
 
 // CPU time consumed so far by the thread with the given clock id (see pthread_getcpuclockid),

@@ -45,4 +45,8 @@ class cpu_set {
   std::vector<int> cpus_;  // sorted, unique
 };
 
+// Throws std::invalid_argument "WHAT: CPU is not usable by this process (usable: SET)"
+// unless `usable` holds `cpu`: the one wording for a CPU the process cannot run on.
+void require_cpu_in(const cpu_set& usable, int cpu, std::string_view what);
+
 }  // namespace quiesce

@@ -86,8 +86,7 @@ __attribute__((init_priority(101))) const stat_clock_init g_stat_clock_init;
 std::uint64_t thread_cpu_ns(clockid_t thread_clock) noexcept {
   timespec ts;
   if (clock_gettime(thread_clock, &ts) != 0) return 0;
-  return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000u +
-         static_cast<std::uint64_t>(ts.tv_nsec);
+  return timespec_to_ns(ts);
 }
 
 namespace {

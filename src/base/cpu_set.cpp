@@ -116,4 +116,11 @@ cpu_set cpu_set::intersect(const cpu_set& other) const {
   return out;
 }
 
+void require_cpu_in(const cpu_set& usable, int cpu, std::string_view what) {
+  if (usable.contains(cpu)) return;
+  throw std::invalid_argument(std::string(what) + ": " + std::to_string(cpu) +
+                              " is not usable by this process (usable: " + usable.to_string() +
+                              ")");
+}
+
 }  // namespace quiesce

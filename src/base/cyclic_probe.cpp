@@ -20,11 +20,6 @@ namespace quiesce {
 
 namespace {
 
-std::uint64_t to_ns(const timespec& ts) {
-  return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000u +
-         static_cast<std::uint64_t>(ts.tv_nsec);
-}
-
 timespec to_timespec(std::uint64_t ns) {
   return {static_cast<time_t>(ns / 1'000'000'000u), static_cast<long>(ns % 1'000'000'000u)};
 }
@@ -70,13 +65,13 @@ struct cyclic_probe::impl {
     if (!pinned) return;
     timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
-    std::uint64_t deadline = to_ns(ts) + period_ns;
+    std::uint64_t deadline = timespec_to_ns(ts) + period_ns;
     while (!stop.load(std::memory_order_relaxed)) {
       const timespec until = to_timespec(deadline);
       while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &until, nullptr) == EINTR) {
       }
       clock_gettime(CLOCK_MONOTONIC, &ts);
-      const std::uint64_t woke = to_ns(ts);
+      const std::uint64_t woke = timespec_to_ns(ts);
       const std::uint64_t late = woke > deadline ? woke - deadline : 0;
       std::uint64_t skipped = 0;
       deadline += period_ns;
@@ -105,12 +100,8 @@ cyclic_probe::cyclic_probe(cyclic_probe_options options) : impl_(std::make_uniqu
   m.fifo_priority = options.fifo_priority;
   const cpu_set usable = cpu_set::current_affinity();
   m.cpus = options.cpus.empty() ? usable : options.cpus;
-  for (int cpu : m.cpus) {
-    if (!usable.contains(cpu)) {
-      throw std::invalid_argument(
-          fmt::format("cyclic_probe: CPU {} is not usable (usable: {})", cpu, usable.to_string()));
-    }
-  }
+  for (int cpu : m.cpus)
+    require_cpu_in(usable, cpu, "cyclic_probe: cpu");
   for (int cpu : m.cpus) {
     auto p = std::make_unique<impl::per_cpu>();
     p->cpu = cpu;

@@ -206,7 +206,8 @@ const cpu_set& cpu_topology::group_of(affinity_scope scope, int cpu) const {
   for (const cpu_set& group : groups(scope)) {
     if (group.contains(cpu)) return group;
   }
-  throw std::invalid_argument("cpu: " + std::to_string(cpu) + " is not usable by this process");
+  require_cpu_in(cpus_, cpu, "cpu");
+  throw std::logic_error("cpu_topology: a usable CPU in no group");
 }
 
 int cpu_topology::node_of(int cpu) const {
@@ -214,7 +215,8 @@ int cpu_topology::node_of(int cpu) const {
   for (std::size_t i = 0; i < numa.size(); ++i) {
     if (numa[i].contains(cpu)) return node_ids_[i];
   }
-  throw std::invalid_argument("cpu: " + std::to_string(cpu) + " is not usable by this process");
+  require_cpu_in(cpus_, cpu, "cpu");
+  throw std::logic_error("cpu_topology: a usable CPU in no NUMA group");
 }
 
 // Never destroyed: workers and the timer read it until the process ends.

@@ -140,10 +140,7 @@ using detail::wq_access;
 namespace {
 
 void check_cpu(int cpu) {
-  if (!system_topology().cpus().contains(cpu)) {
-    throw std::invalid_argument(fmt::format("cpu: {} is not usable by this process (usable: {})",
-                                            cpu, system_topology().cpus().to_string()));
-  }
+  require_cpu_in(system_topology().cpus(), cpu, "cpu");
 }
 
 void check_delay(std::chrono::nanoseconds delay) {

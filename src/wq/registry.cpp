@@ -66,9 +66,7 @@ class registry {
 
   pool& bound(int cpu, bool highpri) {
     const auto it = bound_[highpri ? 1 : 0].find(cpu);
-    if (it == bound_[highpri ? 1 : 0].end()) {
-      throw std::invalid_argument(fmt::format("cpu: {} is not usable by this process", cpu));
-    }
+    if (it == bound_[highpri ? 1 : 0].end()) require_cpu_in(system_topology().cpus(), cpu, "cpu");
     return *it->second;
   }
 

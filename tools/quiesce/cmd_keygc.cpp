@@ -161,15 +161,9 @@ void run_command(const keygc_cli& o) {
 }
 
 void validate(const keygc_cli& o) {
-  if (o.config.keys == 0) throw usage_error("--keys: must be at least 1");
-  if (o.config.per_keyring == 0) throw usage_error("--per-keyring: must be at least 1");
-  if (o.config.chunk == 0) throw usage_error("--chunk: must be at least 1");
-  if (o.config.runs < 1) throw usage_error("--runs: must be at least 1");
-  if (o.config.slice_us <= 0) throw usage_error("--slice-us: must be positive");
-  if (o.config.cpu >= 0 && !system_topology().cpus().contains(o.config.cpu)) {
-    throw usage_error(fmt::format("--cpu: {} is not usable (usable: {})", o.config.cpu,
-                                  system_topology().cpus().to_string()));
-  }
+  // The ranges are checked while parsing (number_option.hpp); here, what depends on the
+  // machine or on other options.
+  if (o.config.cpu >= 0) require_cpu_in(system_topology().cpus(), o.config.cpu, "--cpu");
   if (o.kernel && o.compare) {
     throw usage_error(
         "--kernel runs the kernel alone; use --compare --with-kernel for three columns");

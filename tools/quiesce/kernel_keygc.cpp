@@ -26,8 +26,7 @@ constexpr std::uint64_t kReclaimTimeoutNs = 120'000'000'000;  // the kernel had 
 std::uint64_t realtime_ns() {
   timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
-  return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000u +
-         static_cast<std::uint64_t>(ts.tv_nsec);
+  return timespec_to_ns(ts);
 }
 
 // Runs `fn` on this thread pinned to `cpu`, then gives the thread its CPUs back: the
