@@ -39,4 +39,10 @@ class summary {
 // "name:" column is padded to `name_width` characters (10 fits "combined:").
 std::string keygcbench_line(std::string_view name, const summary& ns, int name_width = 10);
 
+// How far `after` fell below `before`, in percent of `before` (negative: it rose); 0 when
+// `before` is 0. The experiments' before/after figures ("variance -93%").
+constexpr double drop_pct(double before, double after) noexcept {
+  return before == 0 ? 0.0 : (before - after) / before * 100.0;
+}
+
 }  // namespace quiesce

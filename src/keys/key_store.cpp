@@ -8,6 +8,7 @@
 
 #include "internal.hpp"
 #include "quiesce/clock.hpp"
+#include "quiesce/random.hpp"
 
 namespace quiesce::keys {
 
@@ -81,10 +82,7 @@ struct key_store::impl {
 
   key_serial new_serial_locked() {
     for (;;) {  // random 31-bit serials >= 3, as the kernel's key_alloc_serial
-      st.rng_state ^= st.rng_state << 13;
-      st.rng_state ^= st.rng_state >> 7;
-      st.rng_state ^= st.rng_state << 17;
-      const auto serial = static_cast<key_serial>(st.rng_state & 0x7fffffff);
+      const auto serial = static_cast<key_serial>(xorshift64(st.rng_state) & 0x7fffffff);
       if (serial >= 3 && !st.tree.count(serial)) return serial;
     }
   }

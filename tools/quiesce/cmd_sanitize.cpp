@@ -6,6 +6,7 @@
 
 #include "number_option.hpp"
 #include "quiesce/sanitize.hpp"
+#include "quiesce/summary.hpp"
 #include "registry.hpp"
 
 namespace quiesce::cli {
@@ -44,10 +45,6 @@ std::string result_text(const boot_result& r, const boot_options& o) {
     out += "  " + line + "\n";
   (void)o;
   return out;
-}
-
-double drop_pct(double before, double after) {
-  return before == 0 ? 0 : (before - after) / before * 100;
 }
 
 nlohmann::json compare_json(const boot_result& base, const boot_result& patched) {

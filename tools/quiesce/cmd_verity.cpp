@@ -12,6 +12,8 @@
 #include "quiesce/clock.hpp"
 #include "quiesce/file_io.hpp"
 #include "quiesce/histogram.hpp"
+#include "quiesce/random.hpp"
+#include "quiesce/summary.hpp"
 #include "quiesce/thread.hpp"
 #include "quiesce/topology.hpp"
 #include "quiesce/verity.hpp"
@@ -184,10 +186,7 @@ bench_side bench_one(const fs::path& file, const std::string& name, const wq_opt
       while (now_ns() < end) {
         std::uint64_t off;
         if (r % 2 == 0) {  // random reads
-          rng ^= rng << 13;
-          rng ^= rng >> 7;
-          rng ^= rng << 17;
-          off = (rng % (v.size() / buf.size())) * buf.size();
+          off = (xorshift64(rng) % (v.size() / buf.size())) * buf.size();
         } else {  // sequential
           off = seq;
           seq = (seq + buf.size()) % v.size();
@@ -224,10 +223,7 @@ nlohmann::json run_bench_json(const bench_cli& o) {
     std::uint64_t x = 88172645463325252ull;
     for (std::size_t i = 0; i < o.file_mib; ++i) {
       for (auto& c : chunk) {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        c = static_cast<char>(x);
+        c = static_cast<char>(xorshift64(x));
       }
       out.write(chunk.data(), static_cast<std::streamsize>(chunk.size()));
     }
@@ -241,24 +237,22 @@ nlohmann::json run_bench_json(const bench_cli& o) {
   const bench_side unbound =
       bench_one(file, "fsverity_read_queue_unbound",
                 wq_options{.unbound = true, .highpri = true, .max_active = ncpus}, o);
-  auto drop = [](double before, double after) {
-    return before == 0 ? 0 : (before - after) / before * 100;
-  };
-  return {{"file_mib", o.file_mib},
-          {"readers", o.readers},
-          {"seconds", o.seconds},
-          {"read_kib", o.read_kib},
-          {"unbound", unbound.to_json()},
-          {"bound", bound.to_json()},
-          // The seed's figure: total time verification work waited to start (time runnable).
-          {"sched_latency_drop_pct",
-           drop(unbound.sched_ns.mean() * static_cast<double>(unbound.sched_ns.count()),
+  return {
+      {"file_mib", o.file_mib},
+      {"readers", o.readers},
+      {"seconds", o.seconds},
+      {"read_kib", o.read_kib},
+      {"unbound", unbound.to_json()},
+      {"bound", bound.to_json()},
+      // The seed's figure: total time verification work waited to start (time runnable).
+      {"sched_latency_drop_pct",
+       drop_pct(unbound.sched_ns.mean() * static_cast<double>(unbound.sched_ns.count()),
                 bound.sched_ns.mean() * static_cast<double>(bound.sched_ns.count()))},
-          {"sched_latency_p99_drop_pct", drop(static_cast<double>(unbound.sched_ns.percentile(99)),
+      {"sched_latency_p99_drop_pct", drop_pct(static_cast<double>(unbound.sched_ns.percentile(99)),
                                               static_cast<double>(bound.sched_ns.percentile(99)))},
-          {"run_delay_drop_pct", drop(static_cast<double>(unbound.run_delay_ns),
+      {"run_delay_drop_pct", drop_pct(static_cast<double>(unbound.run_delay_ns),
                                       static_cast<double>(bound.run_delay_ns))},
-          {"read_p99_drop_pct", drop(static_cast<double>(unbound.read_ns.percentile(99)),
+      {"read_p99_drop_pct", drop_pct(static_cast<double>(unbound.read_ns.percentile(99)),
                                      static_cast<double>(bound.read_ns.percentile(99)))}};
 }
 

@@ -249,13 +249,10 @@ std::string keygc_lines(const keygc_result& r) {
 }
 
 keygc_comparison compare(const keygc_result& base, const keygc_result& patched) {
-  auto pct = [](double before, double after) {
-    return before == 0 ? 0.0 : (before - after) / before * 100.0;
-  };
-  return {
-      pct(base.combined().variance(), patched.combined().variance()),
-      -pct(base.total_ms(), patched.total_ms()),
-      pct(static_cast<double>(base.probe_ns.max()), static_cast<double>(patched.probe_ns.max()))};
+  return {drop_pct(base.combined().variance(), patched.combined().variance()),
+          -drop_pct(base.total_ms(), patched.total_ms()),
+          drop_pct(static_cast<double>(base.probe_ns.max()),
+                   static_cast<double>(patched.probe_ns.max()))};
 }
 
 }  // namespace quiesce::cli

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "quiesce/random.hpp"
+
 #include <random>
 #include <vector>
 
@@ -99,3 +101,13 @@ TEST(Summary, KeygcbenchLineInMilliseconds) {
 
 }  // namespace
 }  // namespace quiesce
+
+// The two small helpers the experiments share (summary.hpp, random.hpp).
+TEST(ExperimentHelpers, DropPctAndXorshift) {
+  EXPECT_DOUBLE_EQ(quiesce::drop_pct(200, 14), 93.0);
+  EXPECT_DOUBLE_EQ(quiesce::drop_pct(100, 102.2), -2.2000000000000028);
+  EXPECT_DOUBLE_EQ(quiesce::drop_pct(0, 5), 0.0);
+  std::uint64_t state = 88172645463325252ull;  // Marsaglia's example seed and first output
+  EXPECT_EQ(quiesce::xorshift64(state), 8748534153485358512ull);
+  EXPECT_EQ(state, 8748534153485358512ull);
+}
