@@ -2,8 +2,10 @@
 // fs-verity sidecars that quiesce writes.
 #pragma once
 
+#include <cstddef>
 #include <filesystem>
 #include <initializer_list>
+#include <string>
 #include <string_view>
 
 namespace quiesce {
@@ -19,5 +21,11 @@ namespace quiesce {
 //    reason.
 void write_file_atomically(const std::filesystem::path& path,
                            std::initializer_list<std::string_view> parts);
+
+// The whole of `path` - a file of any size the kernel reports, /proc and /sys files
+// included (read until end of file, not by their size) - up to `limit` bytes. Throws
+// std::system_error naming `path` and the reason if it cannot be opened or read, or holds
+// more than `limit` bytes.
+std::string read_file(const std::filesystem::path& path, std::size_t limit = std::size_t{64} << 20);
 
 }  // namespace quiesce

@@ -1,4 +1,4 @@
-// write_file_atomically (quiesce/file_io.hpp).
+// write_file_atomically and read_file (quiesce/file_io.hpp).
 #include "quiesce/file_io.hpp"
 
 #include <fcntl.h>
@@ -76,6 +76,36 @@ void write_file_atomically(const std::filesystem::path& path,
     ::unlink(tmp.c_str());
     fail(err, path, "rename failed");
   }
+}
+
+std::string read_file(const std::filesystem::path& path, std::size_t limit) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    throw std::system_error(errno, std::generic_category(),
+                            fmt::format("cannot read {}", path.string()));
+  }
+  std::string out;
+  char buf[16384];
+  for (;;) {
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n == 0) break;
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      const int err = errno;
+      ::close(fd);
+      throw std::system_error(err, std::generic_category(),
+                              fmt::format("cannot read {}", path.string()));
+    }
+    if (out.size() + static_cast<std::size_t>(n) > limit) {
+      ::close(fd);
+      throw std::system_error(
+          EFBIG, std::generic_category(),
+          fmt::format("cannot read {}: more than {} bytes", path.string(), limit));
+    }
+    out.append(buf, static_cast<std::size_t>(n));
+  }
+  ::close(fd);
+  return out;
 }
 
 }  // namespace quiesce

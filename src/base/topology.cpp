@@ -1,4 +1,5 @@
 #include "quiesce/topology.hpp"
+#include "quiesce/file_io.hpp"
 
 #include "never_destroyed.hpp"
 
@@ -16,11 +17,11 @@ namespace fs = std::filesystem;
 namespace {
 
 std::optional<std::string> read_text(const fs::path& file) {
-  std::ifstream in(file);
-  if (!in) return std::nullopt;
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+  try {
+    return read_file(file);
+  } catch (const std::system_error&) {
+    return std::nullopt;  // missing: the caller falls back
+  }
 }
 
 // A cpulist file, or nullopt if it is missing or malformed.

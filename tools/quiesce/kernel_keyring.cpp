@@ -13,17 +13,11 @@
 #include <stdexcept>
 #include <system_error>
 
+#include "quiesce/file_io.hpp"
+
 namespace quiesce::cli {
 
 namespace {
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw std::runtime_error(fmt::format("cannot read {}: {}", path, std::strerror(errno)));
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 std::uint64_t read_number(const std::string& path) {
   const std::string text = read_file(path);

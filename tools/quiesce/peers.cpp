@@ -17,6 +17,7 @@
 #include <stdexcept>
 
 #include "quiesce/clock.hpp"
+#include "quiesce/file_io.hpp"
 
 extern char** environ;
 
@@ -189,10 +190,12 @@ fs::path self_dir() {
 }
 
 std::string tail_of(const fs::path& file, std::size_t bytes) {
-  std::ifstream in(file);
-  std::stringstream s;
-  s << in.rdbuf();
-  const std::string all = s.str();
+  std::string all;
+  try {
+    all = read_file(file);
+  } catch (const std::system_error&) {
+    return {};  // no log: nothing to quote
+  }
   return all.size() > bytes ? all.substr(all.size() - bytes) : all;
 }
 

@@ -1,6 +1,7 @@
 // sysctl_override (sysctl_override.hpp): the old value is restored by an exit_cleanup
 // action, prepared before the new value is written.
 #include "sysctl_override.hpp"
+#include "quiesce/file_io.hpp"
 
 #include <fcntl.h>
 #include <fmt/format.h>
@@ -40,11 +41,7 @@ std::string claim_and_read(const std::string& path) {
 }  // namespace
 
 std::string read_sysctl(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw std::runtime_error(fmt::format("cannot read {}: {}", path, std::strerror(errno)));
-  std::ostringstream s;
-  s << in.rdbuf();
-  std::string v = s.str();
+  std::string v = read_file(path);
   while (!v.empty() && (v.back() == '\n' || v.back() == ' '))
     v.pop_back();
   return v;

@@ -72,3 +72,23 @@ TEST_F(FileIo, AFailureLeavesThePathAsItWasAndNoTemporary) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST_F(FileIo, ReadFileReadsProcFilesAndRefusesBeyondTheLimit) {
+  // /proc files report size 0: read until end of file.
+  const std::string stat = quiesce::read_file("/proc/self/stat");
+  EXPECT_NE(stat.find(std::to_string(::getpid())), std::string::npos);
+  const fs::path f = dir_ / "f";
+  quiesce::write_file_atomically(f, {std::string(100'000, 'x')});
+  EXPECT_EQ(quiesce::read_file(f).size(), 100'000u);
+  EXPECT_THROW(quiesce::read_file(f, 99'999), std::system_error);
+  try {
+    quiesce::read_file(dir_ / "missing");
+    ADD_FAILURE() << "no error";
+  } catch (const std::system_error& e) {
+    EXPECT_NE(std::string(e.what()).find("missing"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
