@@ -13,6 +13,7 @@
 #include <system_error>
 
 #include "hasher.hpp"
+#include "merkle_layout.hpp"
 #include "quiesce/verity.hpp"
 #include "quiesce/workqueue.hpp"
 
@@ -63,40 +64,23 @@ void finish_tree(merkle_tree& t, std::vector<std::uint8_t> hashes, std::uint64_t
     t.root_hash.assign(hashes.begin(), hashes.begin() + static_cast<std::ptrdiff_t>(d));
     return;
   }
+  // Each level is the hashes of the one below, written into its place in the tree (zero
+  // padded to whole blocks); the root hash is the hash of the single top block.
   block_hasher hasher(p);
-  const std::size_t per_block = p.block_size / d;
-  std::vector<std::vector<std::uint8_t>> levels;  // leaf level first
-  std::uint64_t count = blocks;
-  for (;;) {
-    const std::uint64_t level_blocks = (count + per_block - 1) / per_block;
-    std::vector<std::uint8_t> level(level_blocks * p.block_size, 0);
-    std::copy(hashes.begin(), hashes.begin() + static_cast<std::ptrdiff_t>(count * d),
-              level.begin());
-    std::vector<std::uint8_t> next(level_blocks * d);
-    for (std::uint64_t b = 0; b < level_blocks; ++b) {
-      hasher.hash(&level[b * p.block_size], p.block_size, &next[b * d]);
-    }
-    levels.push_back(std::move(level));
-    if (level_blocks == 1) {
-      t.root_hash.assign(next.begin(), next.end());
-      break;
-    }
+  detail::merkle_layout layout = detail::layout_of(t.data_size, p);
+  t.tree.assign(static_cast<std::size_t>(layout.tree_bytes), 0);
+  std::uint64_t count = blocks;  // hashes in `hashes`
+  for (const merkle_tree::level& level : layout.levels) {
+    std::uint8_t* const at = t.tree.data() + level.offset;
+    std::copy(hashes.begin(), hashes.begin() + static_cast<std::ptrdiff_t>(count * d), at);
+    std::vector<std::uint8_t> next(level.blocks * d);
+    for (std::uint64_t b = 0; b < level.blocks; ++b)
+      hasher.hash(at + b * p.block_size, p.block_size, &next[b * d]);
     hashes = std::move(next);
-    count = level_blocks;
+    count = level.blocks;
   }
-  // Stored root-most first; record each level's place, leaf level first.
-  std::size_t total = 0;
-  for (const auto& l : levels)
-    total += l.size();
-  t.tree.reserve(total);
-  std::vector<std::size_t> offsets(levels.size());
-  for (std::size_t i = levels.size(); i-- > 0;) {
-    offsets[i] = t.tree.size();
-    t.tree.insert(t.tree.end(), levels[i].begin(), levels[i].end());
-  }
-  for (std::size_t i = 0; i < levels.size(); ++i) {
-    t.levels.push_back({offsets[i], levels[i].size() / p.block_size});
-  }
+  t.root_hash.assign(hashes.begin(), hashes.begin() + static_cast<std::ptrdiff_t>(d));
+  t.levels = std::move(layout.levels);
 }
 
 class fd_guard {

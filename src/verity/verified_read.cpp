@@ -14,6 +14,7 @@
 #include <system_error>
 
 #include "hasher.hpp"
+#include "merkle_layout.hpp"
 #include "quiesce/clock.hpp"
 #include "quiesce/file_io.hpp"
 #include "quiesce/verity.hpp"
@@ -155,28 +156,13 @@ verified_file::verified_file(const fs::path& file, workqueue& verify_wq,
     fail(EINVAL, fmt::format("{}: size {} differs from the descriptor's {}", file.string(),
                              st.st_size, m.t.data_size));
   }
-  // Reconstruct the level layout the descriptor implies, and check the tree's size.
-  const std::uint64_t blocks = (m.t.data_size + m.t.p.block_size - 1) / m.t.p.block_size;
-  std::vector<std::size_t> level_blocks;
-  for (std::uint64_t n = blocks; n > 1;) {
-    n = (n + m.per_block - 1) / m.per_block;
-    level_blocks.push_back(static_cast<std::size_t>(n));
-  }
-  std::size_t total = 0;
-  for (std::size_t n : level_blocks)
-    total += n * m.t.p.block_size;
-  if (total != m.t.tree.size()) {
+  // The level layout the descriptor implies, and the tree's size checked against it.
+  detail::merkle_layout layout = detail::layout_of(m.t.data_size, m.t.p);
+  if (layout.tree_bytes != m.t.tree.size()) {
     fail(EINVAL, fmt::format("{}: tree of {} bytes, the descriptor implies {}", side.string(),
-                             m.t.tree.size(), total));
+                             m.t.tree.size(), layout.tree_bytes));
   }
-  std::size_t offset = 0;
-  std::vector<std::size_t> offsets(level_blocks.size());
-  for (std::size_t i = level_blocks.size(); i-- > 0;) {
-    offsets[i] = offset;
-    offset += level_blocks[i] * m.t.p.block_size;
-  }
-  for (std::size_t i = 0; i < level_blocks.size(); ++i)
-    m.t.levels.push_back({offsets[i], level_blocks[i]});
+  m.t.levels = std::move(layout.levels);
   m.verified = std::vector<std::atomic<std::uint64_t>>(m.t.tree.size() / m.t.p.block_size / 64 + 1);
 }
 
