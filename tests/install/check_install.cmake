@@ -1,4 +1,4 @@
-# cmake -DBUILD_DIR=... -DCONSUMER_DIR=... -DWORK_DIR=... -P check_install.cmake
+# cmake -DBUILD_DIR=... -DCONSUMER_DIR=... -DEXAMPLES_DIR=... -DWORK_DIR=... -P check_install.cmake
 file(REMOVE_RECURSE ${WORK_DIR})
 set(prefix ${WORK_DIR}/prefix)
 
@@ -31,3 +31,12 @@ endif()
 separate_arguments(flags UNIX_COMMAND "${flags}")
 run("build consumer (pkg-config)" c++ ${CONSUMER_DIR}/main.cpp -o ${WORK_DIR}/consumer-pc ${flags})
 run("run consumer (pkg-config)" ${WORK_DIR}/consumer-pc)
+
+# 3. the examples (examples/), built against the install and run: each exits 0 only if
+# what it demonstrates held.
+run("configure examples" ${CMAKE_COMMAND} -S ${EXAMPLES_DIR} -B ${WORK_DIR}/examples -G Ninja
+    -DCMAKE_PREFIX_PATH=${prefix})
+run("build examples" ${CMAKE_COMMAND} --build ${WORK_DIR}/examples)
+foreach(example periodic_work rcu_config chunked_cleanup qsbr_reader)
+  run("run example ${example}" ${WORK_DIR}/examples/${example})
+endforeach()
