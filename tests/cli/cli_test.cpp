@@ -2,6 +2,7 @@
 // stderr, and fsverity-identical output.
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <pty.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -156,6 +157,61 @@ TEST_F(Cli, VerityEnableNeverFollowsAPlantedSymlink) {
   EXPECT_EQ(std::string(std::istreambuf_iterator<char>(in), {}), "precious");
   EXPECT_FALSE(fs::is_symlink(file_.string() + ".verity"));
   EXPECT_EQ(run("verity verify " + file_.string()).code, 0);
+}
+
+// Runs the CLI on a pseudo-terminal (stdin, stdout and stderr all on it, as in an
+// interactive shell); returns everything it printed.
+result run_on_pty(const std::vector<std::string>& args) {
+  int master = -1;
+  const pid_t pid = ::forkpty(&master, nullptr, nullptr, nullptr);
+  if (pid < 0) return {-1, "forkpty failed"};
+  if (pid == 0) {
+    std::vector<char*> argv;
+    std::string cli = QUIESCE_CLI;
+    argv.push_back(cli.data());
+    std::vector<std::string> copy = args;
+    for (auto& a : copy)
+      argv.push_back(a.data());
+    argv.push_back(nullptr);
+    ::execv(cli.c_str(), argv.data());
+    ::_exit(127);
+  }
+  result r{-1, {}};
+  char buf[4096];
+  for (;;) {
+    const ssize_t n = ::read(master, buf, sizeof buf);
+    if (n <= 0) break;  // EIO once the child has closed the terminal
+    r.out.append(buf, static_cast<std::size_t>(n));
+  }
+  ::close(master);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+// A long run shows a progress line on a terminal, and nothing of it in a pipe or with
+// --json.
+TEST_F(Cli, ProgressOnlyOnATerminal) {
+  const std::vector<std::string> sweep = {"sweep", "keygc",    "--keys", "2000", "--runs",
+                                          "1",     "--chunks", "1",      "64"};
+  const result tty = run_on_pty(sweep);
+  ASSERT_EQ(tty.code, 0) << tty.out;
+  EXPECT_NE(tty.out.find("quiesce sweep keygc: chunk 1 (1/2) 0%"), std::string::npos) << tty.out;
+  EXPECT_NE(tty.out.find("quiesce sweep keygc: chunk 64 (2/2) 50% ~"), std::string::npos)
+      << tty.out;
+  EXPECT_NE(tty.out.find("\r\033[K"), std::string::npos);  // redrawn in place, then cleared
+
+  const result pipe = run("sweep keygc --keys 2000 --runs 1 --chunks 1 64");
+  ASSERT_EQ(pipe.code, 0) << pipe.out;
+  EXPECT_EQ(pipe.out.find("(1/2)"), std::string::npos) << pipe.out;
+  EXPECT_EQ(pipe.out.find('\r'), std::string::npos);
+
+  std::vector<std::string> json = sweep;
+  json.push_back("--json");
+  const result tty_json = run_on_pty(json);
+  ASSERT_EQ(tty_json.code, 0) << tty_json.out;
+  EXPECT_EQ(tty_json.out.find("(1/2)"), std::string::npos) << tty_json.out;
 }
 
 // Every numeric option of every command, given a hostile value: exit 2, one line naming

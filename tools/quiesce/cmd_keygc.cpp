@@ -7,6 +7,7 @@
 #include "kernel_keygc.hpp"
 #include "keygc_experiment.hpp"
 #include "number_option.hpp"
+#include "progress.hpp"
 #include "registry.hpp"
 
 namespace quiesce::cli {
@@ -138,9 +139,16 @@ void run_command(const keygc_cli& o) {
     return;
   }
   if (o.compare) {
+    progress_line progress("quiesce keygc --compare", o.with_kernel ? 3 : 2,
+                           progress_wanted(o.json));
     std::optional<kernel_keygc_result> k;
-    if (o.with_kernel) k = run_kernel_keygc(kernel_config_for(o));
+    if (o.with_kernel) {
+      progress.step("the host kernel's collector");
+      k = run_kernel_keygc(kernel_config_for(o));
+    }
+    progress.step(o.against);
     const keygc_result base = run_keygc(config_for(o, o.against));
+    progress.step(o.mode);
     const keygc_result patched = run_keygc(config_for(o, o.mode));
     if (o.json) {
       nlohmann::json j = comparison_json(base, patched);

@@ -12,6 +12,7 @@
 
 #include "machine.hpp"
 #include "peers.hpp"
+#include "progress.hpp"
 #include "quiesce/clock.hpp"
 #include "quiesce/file_io.hpp"
 #include "quiesce/version.hpp"
@@ -49,6 +50,16 @@ int run_report(const report_options& opt) {
                                opt.quick ? ", quick run (smaller populations)" : "",
                                machine_markdown(results["machine"]));
   const experiment_options eopt{opt.quick};
+  // On a terminal, one progress line replaces the "running ..." lines.
+  const bool draw = progress_wanted(false);
+  progress_line progress("quiesce report", experiments().size() + 1, draw);
+  auto announce = [&](const std::string& phase) {
+    if (draw) {
+      progress.step(phase);
+    } else {
+      fmt::print(stderr, "quiesce report: running {}...\n", phase);
+    }
+  };
   for (const seed& s : seeds()) {
     md += fmt::format("## Seed {}: {}\n\nThe bug: {}.\n\nPublished: {}\n\n", s.id, s.patch,
                       s.problem, s.published);
@@ -56,7 +67,7 @@ int run_report(const report_options& opt) {
     for (const experiment& e : experiments()) {
       if (e.seed != s.id) continue;
       any = true;
-      fmt::print(stderr, "quiesce report: running {} (seed {})...\n", e.name, s.id);
+      announce(fmt::format("{} (seed {})", e.name, s.id));
       try {
         const nlohmann::json r = e.run(eopt);
         results["experiments"][e.name] = r;
@@ -81,7 +92,7 @@ int run_report(const report_options& opt) {
     results["runtime_vs_peers"] = nlohmann::json{{"not_measured", why}};
     md += fmt::format("Not measured: {}.\n\n", why);
   } else {
-    fmt::print(stderr, "quiesce report: running the runtime against its peers...\n");
+    announce("the runtime against its peers");
     try {
       const peers_result r = run_peers(popt);
       results["runtime_vs_peers"] = to_json(r);

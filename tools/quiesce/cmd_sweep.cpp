@@ -10,6 +10,7 @@
 
 #include "keygc_experiment.hpp"
 #include "number_option.hpp"
+#include "progress.hpp"
 #include "registry.hpp"
 
 namespace quiesce::cli {
@@ -83,11 +84,10 @@ nlohmann::json sweep_json(const sweep_cli& o, const std::vector<sweep_row>& rows
 }
 
 std::vector<sweep_row> measure(const sweep_cli& o, const std::vector<std::size_t>& chunks) {
-  const bool tty = ::isatty(STDERR_FILENO);
+  progress_line progress("quiesce sweep keygc", chunks.size(), progress_wanted(o.json));
   std::vector<sweep_row> rows;
   for (std::size_t i = 0; i < chunks.size(); ++i) {
-    if (tty)
-      fmt::print(stderr, "\rsweep keygc: chunk {} ({}/{})   ", chunks[i], i + 1, chunks.size());
+    progress.step(fmt::format("chunk {}", chunks[i]));
     keygc_config c;
     c.keys = o.keys;
     c.chunk = chunks[i];
@@ -95,7 +95,6 @@ std::vector<sweep_row> measure(const sweep_cli& o, const std::vector<std::size_t
     const keygc_result r = run_keygc(c);
     rows.push_back({chunks[i], r.combined().variance() / 1e12, r.total_ms() / o.runs});
   }
-  if (tty) fmt::print(stderr, "\r{:60}\r", "");
   return rows;
 }
 

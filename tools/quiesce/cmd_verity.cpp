@@ -9,6 +9,7 @@
 #include <system_error>
 
 #include "number_option.hpp"
+#include "progress.hpp"
 #include "quiesce/clock.hpp"
 #include "quiesce/file_io.hpp"
 #include "quiesce/histogram.hpp"
@@ -143,6 +144,7 @@ struct bench_cli {
   double seconds = 3;
   std::size_t read_kib = 64;
   bool json = false;
+  bool progress = false;  // draw a progress line (progress.hpp)
 };
 
 struct bench_side {
@@ -230,10 +232,13 @@ nlohmann::json run_bench_json(const bench_cli& o) {
   }
   verity::enable(file, verity::params{});
   const int ncpus = static_cast<int>(system_topology().cpus().size());
+  progress_line progress("quiesce verity bench", 2, o.progress);
   // (a) the patch: WQ_HIGHPRI | WQ_PERCPU, max_active = num_online_cpus()
+  progress.step("fsverity_read_queue (per-CPU, highpri)");
   const bench_side bound =
       bench_one(file, "fsverity_read_queue", wq_options{.highpri = true, .max_active = ncpus}, o);
   // (b) before it: WQ_UNBOUND | WQ_HIGHPRI
+  progress.step("fsverity_read_queue_unbound");
   const bench_side unbound =
       bench_one(file, "fsverity_read_queue_unbound",
                 wq_options{.unbound = true, .highpri = true, .max_active = ncpus}, o);
@@ -347,6 +352,7 @@ const command_registrar verity_command{
                   number_range<std::size_t>{1, 64 * 1024});
        bench->add_flag("--json", b->json, "One JSON object on stdout");
        bench->callback([b] {
+         b->progress = progress_wanted(b->json);
          const nlohmann::json j = run_bench_json(*b);
          if (b->json) {
            fmt::print("{}\n", j.dump(2));
