@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
@@ -212,6 +213,57 @@ TEST_F(Cli, ProgressOnlyOnATerminal) {
   const result tty_json = run_on_pty(json);
   ASSERT_EQ(tty_json.code, 0) << tty_json.out;
   EXPECT_EQ(tty_json.out.find("(1/2)"), std::string::npos) << tty_json.out;
+}
+
+// sweep keygc's choice follows its stated rule from the data it reports: candidates within
+// the throughput budget, the lowest median variance among them, chosen only if its spread
+// across runs overlaps no other candidate's (else 0: the data cannot separate them).
+TEST_F(Cli, SweepChoosesByItsStatedRuleOrSaysItCannot) {
+  for (const char* within : {"1000", "0"}) {
+    const result r =
+        run(std::string("sweep keygc --keys 2000 --runs 3 --chunks 1 16 256 --within ") + within +
+                " --json",
+            /*stdout_only=*/true);
+    ASSERT_EQ(r.code, 0) << r.out;
+    const auto j = nlohmann::json::parse(r.out);
+    const double pct = j["within_pct"].get<double>();
+    double best = INFINITY;
+    for (const auto& row : j["rows"]) {
+      auto runs = row["var_ms2_runs"].get<std::vector<double>>();
+      ASSERT_EQ(runs.size(), 3u);
+      std::sort(runs.begin(), runs.end());
+      EXPECT_DOUBLE_EQ(row["var_ms2"].get<double>(), runs[1]);  // the median of three
+      EXPECT_DOUBLE_EQ(row["var_ms2_min"].get<double>(), runs[0]);
+      EXPECT_DOUBLE_EQ(row["var_ms2_max"].get<double>(), runs[2]);
+      best = std::min(best, row["total_ms"].get<double>());
+    }
+    std::vector<std::size_t> candidates;
+    const nlohmann::json* lowest = nullptr;
+    for (const auto& row : j["rows"]) {
+      if (row["total_ms"].get<double>() > best * (1 + pct / 100)) continue;
+      candidates.push_back(row["chunk"].get<std::size_t>());
+      if (!lowest || row["var_ms2"].get<double>() < (*lowest)["var_ms2"].get<double>())
+        lowest = &row;
+    }
+    ASSERT_NE(lowest, nullptr);
+    std::vector<std::size_t> overlapping;
+    for (const auto& row : j["rows"]) {
+      if (&row == lowest || row["total_ms"].get<double>() > best * (1 + pct / 100)) continue;
+      if (row["var_ms2_max"].get<double>() >= (*lowest)["var_ms2_min"].get<double>() &&
+          (*lowest)["var_ms2_max"].get<double>() >= row["var_ms2_min"].get<double>())
+        overlapping.push_back(row["chunk"].get<std::size_t>());
+    }
+    SCOPED_TRACE(r.out);
+    EXPECT_EQ(j["candidates"].get<std::vector<std::size_t>>(), candidates);
+    EXPECT_EQ(j["lowest_variance_chunk"].get<std::size_t>(), (*lowest)["chunk"].get<std::size_t>());
+    EXPECT_EQ(j["overlapping"].get<std::vector<std::size_t>>(), overlapping);
+    EXPECT_EQ(j["separable"].get<bool>(), overlapping.empty());
+    EXPECT_EQ(j["chosen_chunk"].get<std::size_t>(),
+              overlapping.empty() ? (*lowest)["chunk"].get<std::size_t>() : 0u);
+    if (std::string(within) == "0") {
+      EXPECT_EQ(candidates.size(), 1u);  // only the best total time itself
+    }
+  }
 }
 
 // Every numeric option of every command, given a hostile value: exit 2, one line naming
