@@ -266,6 +266,29 @@ TEST_F(Cli, SweepChoosesByItsStatedRuleOrSaysItCannot) {
   }
 }
 
+// verity bench's headline is the seed's metric - the workers' time runnable - per run,
+// and the median it quotes is the median of the per-run drops it reports.
+TEST_F(Cli, VerityBenchQuotesTheSeedsMetricPerRun) {
+  const result r = run("verity bench --file-mib 4 --seconds 0.1 --runs 3 --json",
+                       /*stdout_only=*/true);
+  ASSERT_EQ(r.code, 0) << r.out;
+  const auto j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j["runs"].get<int>(), 3);
+  const auto u = j["run_delay_ms"]["unbound"]["runs"].get<std::vector<double>>();
+  const auto b = j["run_delay_ms"]["bound"]["runs"].get<std::vector<double>>();
+  ASSERT_EQ(u.size(), 3u);
+  ASSERT_EQ(b.size(), 3u);
+  std::vector<double> drops;
+  for (std::size_t i = 0; i < 3; ++i)
+    drops.push_back(u[i] == 0 ? 0.0 : (u[i] - b[i]) / u[i] * 100.0);
+  std::sort(drops.begin(), drops.end());
+  EXPECT_NEAR(j["run_delay_drop_pct"].get<double>(), drops[1], 1e-6);
+  EXPECT_NEAR(j["run_delay_drop_pct_spread"]["min"].get<double>(), drops[0], 1e-6);
+  EXPECT_NEAR(j["run_delay_drop_pct_spread"]["max"].get<double>(), drops[2], 1e-6);
+  EXPECT_TRUE(j.contains("sched_latency_drop_pct"));  // the keys scripts read stay
+  EXPECT_TRUE(j["bound"].contains("queue_to_start_us"));
+}
+
 // Every numeric option of every command, given a hostile value: exit 2, one line naming
 // the option and the value as typed, a bounded run (a `timeout` that fails the check
 // rather than hangs), and nothing created in the temporary directory.
@@ -300,6 +323,7 @@ TEST_F(Cli, HostileNumbersAreOneLineExit2AndCreateNothing) {
       {"verity bench", "--readers", false},
       {"verity bench", "--seconds", false},
       {"verity bench", "--read-kib", false},
+      {"verity bench", "--runs", false},
       {"bench peers", "--repetitions", false},
   };
   const std::vector<std::string> hostile = {"-5",    "-1",  "abc",   "",  "99999999999999999999",
