@@ -13,7 +13,9 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -198,8 +200,9 @@ TEST_F(Cli, ProgressOnlyOnATerminal) {
                                           "1",     "--chunks", "1",      "64"};
   const result tty = run_on_pty(sweep);
   ASSERT_EQ(tty.code, 0) << tty.out;
-  EXPECT_NE(tty.out.find("quiesce sweep keygc: chunk 1 (1/2) 0%"), std::string::npos) << tty.out;
-  EXPECT_NE(tty.out.find("quiesce sweep keygc: chunk 64 (2/2) 50% ~"), std::string::npos)
+  EXPECT_NE(tty.out.find("quiesce sweep keygc: chunk 1 run 1 (1/2) 0%"), std::string::npos)
+      << tty.out;
+  EXPECT_NE(tty.out.find("quiesce sweep keygc: chunk 64 run 1 (2/2) 50% ~"), std::string::npos)
       << tty.out;
   EXPECT_NE(tty.out.find("\r\033[K"), std::string::npos);  // redrawn in place, then cleared
 
@@ -287,6 +290,57 @@ TEST_F(Cli, VerityBenchQuotesTheSeedsMetricPerRun) {
   EXPECT_NEAR(j["run_delay_drop_pct_spread"]["max"].get<double>(), drops[2], 1e-6);
   EXPECT_TRUE(j.contains("sched_latency_drop_pct"));  // the keys scripts read stay
   EXPECT_TRUE(j["bound"].contains("queue_to_start_us"));
+}
+
+// --trace FILE writes a Chrome trace that Perfetto opens: known event names, valid phases,
+// begin/end matched on each thread, timestamps that never go back on a thread, every
+// thread named.
+TEST_F(Cli, TraceFilesAreWellFormed) {
+  const fs::path trace = dir_ / "keygc.trace.json";
+  ASSERT_EQ(run("keygc --keys 2000 --trace " + trace.string(), true).code, 0);
+  std::ifstream in(trace);
+  const auto j = nlohmann::json::parse(in);
+  const auto& events = j.at("traceEvents");
+  ASSERT_GT(events.size(), 10u);
+  const std::set<std::string> names = {"workqueue_queue_work",
+                                       "workqueue_activate_work",
+                                       "workqueue_execute_start",
+                                       "workqueue_execute_end",
+                                       "rcu_grace_period_start",
+                                       "rcu_grace_period_end",
+                                       "thread_name"};
+  std::map<int, int> depth;
+  std::map<int, double> last_ts;
+  std::set<int> named, used;
+  std::set<std::string> seen;
+  for (const auto& e : events) {
+    const std::string name = e.at("name");
+    const std::string ph = e.at("ph");
+    const int tid = e.at("tid");
+    EXPECT_TRUE(names.count(name)) << name;
+    seen.insert(name);
+    if (ph == "M") {
+      named.insert(tid);
+      continue;
+    }
+    used.insert(tid);
+    EXPECT_TRUE(ph == "B" || ph == "E" || ph == "i" || ph == "X" || ph == "C") << ph;
+    const double ts = e.at("ts");
+    if (last_ts.count(tid)) {
+      EXPECT_GE(ts, last_ts[tid]) << "time went back on thread " << tid;
+    }
+    last_ts[tid] = ts;
+    if (ph == "B") ++depth[tid];
+    if (ph == "E") {
+      EXPECT_GE(--depth[tid], 0) << "an end without a begin on thread " << tid;
+    }
+  }
+  for (const auto& [tid, d] : depth)
+    EXPECT_EQ(d, 0) << "a begin without an end on thread " << tid;
+  for (int tid : used)
+    EXPECT_TRUE(named.count(tid)) << "thread " << tid << " has no name";
+  EXPECT_TRUE(seen.count("workqueue_execute_start"));
+  EXPECT_TRUE(seen.count("rcu_grace_period_end"));
 }
 
 // Every numeric option of every command, given a hostile value: exit 2, one line naming

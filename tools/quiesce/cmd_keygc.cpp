@@ -9,6 +9,7 @@
 #include "number_option.hpp"
 #include "progress.hpp"
 #include "registry.hpp"
+#include "trace_session.hpp"
 
 namespace quiesce::cli {
 namespace {
@@ -227,10 +228,10 @@ const command_registrar keygc_command{
                   "(restored on exit) so the expired phase can run",
                   number_range<unsigned>{1, 31'536'000});
        sub->add_flag("--json", o->json, "One JSON object on stdout");
-       sub->callback([o] {
+       sub->callback(traced(sub, [o] {
          validate(*o);
          run_command(*o);
-       });
+       }));
      }}};
 
 // The report's kernel column: the unused phase only (the report does not change gc_delay),

@@ -18,6 +18,7 @@
 #include "quiesce/version.hpp"
 #include "registry.hpp"
 #include "seeds.hpp"
+#include "trace_session.hpp"
 
 namespace quiesce::cli {
 namespace {
@@ -27,7 +28,17 @@ namespace fs = std::filesystem;
 struct report_options {
   std::string out = "quiesce-report";
   bool quick = false;
+  std::string trace_dir;  // --trace DIR: one Chrome trace per experiment
 };
+
+// DIR/NAME.trace.json for experiment `name` ("sweep keygc" -> sweep-keygc.trace.json).
+std::string trace_path(const report_options& opt, const std::string& name) {
+  if (opt.trace_dir.empty()) return {};
+  std::string file = name;
+  for (char& c : file)
+    if (c == ' ') c = '-';
+  return (fs::path(opt.trace_dir) / (file + ".trace.json")).string();
+}
 
 int run_report(const report_options& opt) {
   std::error_code ec;
@@ -69,7 +80,9 @@ int run_report(const report_options& opt) {
       any = true;
       announce(fmt::format("{} (seed {})", e.name, s.id));
       try {
+        trace_session trace(trace_path(opt, e.name));
         const nlohmann::json r = e.run(eopt);
+        trace.write();
         results["experiments"][e.name] = r;
         md += fmt::format("### {} (`quiesce {}`)\n\n{}\n", e.title, e.name, e.markdown(r));
       } catch (const std::exception& ex) {
@@ -123,7 +136,10 @@ const command_registrar report_command{
        sub->add_flag(
            "--quick", opt->quick,
            "Smaller populations, and the peers without the growth tables: a shorter report");
+       sub->add_option("--trace", opt->trace_dir,
+                       "Write DIR/EXPERIMENT.trace.json (Chrome trace, Perfetto) per experiment");
        sub->callback([opt] {
+         if (!opt->trace_dir.empty()) fs::create_directories(opt->trace_dir);
          if (const int rc = run_report(*opt); rc != 0)
            throw std::runtime_error("an experiment failed");
        });

@@ -8,6 +8,7 @@
 #include "quiesce/sanitize.hpp"
 #include "quiesce/summary.hpp"
 #include "registry.hpp"
+#include "trace_session.hpp"
 
 namespace quiesce::cli {
 namespace {
@@ -106,7 +107,7 @@ const command_registrar sanitize_command{
        sub->add_flag("--compare", o->compare,
                      "resched (the bug) vs tasks-qs (the fix), one process");
        sub->add_flag("--json", o->json, "One JSON object on stdout");
-       sub->callback([o] {
+       sub->callback(traced(sub, [o] {
          validate(*o);
          const unsigned passes = calibrated(*o);
          if (o->compare) {
@@ -138,7 +139,7 @@ const command_registrar sanitize_command{
          } else {
            fmt::print("{}{}", thresholds(bo), result_text(r, bo));
          }
-       });
+       }));
      }}};
 
 const experiment_registrar sanitize_experiment{

@@ -14,6 +14,7 @@
 #include "number_option.hpp"
 #include "progress.hpp"
 #include "registry.hpp"
+#include "trace_session.hpp"
 
 namespace quiesce::cli {
 namespace {
@@ -225,7 +226,7 @@ const command_registrar sweep_command{
                   number_range<double>{0, 1000});
        sub->add_flag("--json", o->json, "One JSON object on stdout");
        sub->add_option("--plot", o->plot, "Write a PNG (gnuplot): variance and total time vs size");
-       sub->callback([o] { run_sweep(*o); });
+       sub->callback(traced(sub, [o] { run_sweep(*o); }));
      }}};
 
 const experiment_registrar sweep_experiment{

@@ -22,6 +22,7 @@
 #include "quiesce/workqueue.hpp"
 #include "registry.hpp"
 #include "temp_dir.hpp"
+#include "trace_session.hpp"
 
 namespace quiesce::cli {
 namespace {
@@ -404,7 +405,7 @@ const command_registrar verity_command{
        add_number(bench, "--runs", b->runs, "Runs of both queues (medians and spreads are quoted)",
                   number_range<int>{1, 100});
        bench->add_flag("--json", b->json, "One JSON object on stdout");
-       bench->callback([b] {
+       bench->callback(traced(bench, [b] {
          b->progress = progress_wanted(b->json);
          const nlohmann::json j = run_bench_json(*b);
          if (b->json) {
@@ -412,7 +413,7 @@ const command_registrar verity_command{
          } else {
            fmt::print("{}", bench_markdown(j));
          }
-       });
+       }));
      }}};
 
 }  // namespace
