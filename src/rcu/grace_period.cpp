@@ -30,6 +30,10 @@ namespace {
 void master_barrier(const rcu_state& st) noexcept {
   if (st.flavor.marked_sections && memb.membarrier.load(std::memory_order_relaxed)) {
     if (::syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) != 0) {
+      if constexpr (mutant::rcu_membarrier_fallback) {
+        std::atomic_thread_fence(std::memory_order_seq_cst);
+        return;
+      }
       rcu_die(
           "rcu: membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) failed after it was "
           "registered: %s; readers rely on it, so no grace period can be sound",

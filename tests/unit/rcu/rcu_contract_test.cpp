@@ -1,9 +1,18 @@
 // Regression tests for RCU contract breaks of issue 13 (each failed before its fix):
-// rcu_barrier() from an online QSBR thread, rcu_barrier() from a callback or deleter, and
-// the read-side nesting limit.
+// rcu_barrier() from an online QSBR thread, rcu_barrier() from a callback or deleter, the
+// read-side nesting limit, and membarrier failing after the read side relied on it.
 #include <gtest/gtest.h>
+#include <linux/audit.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
 
 #include <atomic>
+#include <cerrno>
+#include <cstddef>
+#include <cstdio>
+#include <cstdlib>
 #include <memory>
 
 #include "quiesce/rcu.hpp"
@@ -105,6 +114,53 @@ TEST(RcuContractDeathTest, NestingBeyondTheLimitAbortsNamingTheDepth) {
         d.lock();  // the 65,536th level
       },
       "nested 65536 levels deep");
+}
+
+#if defined(__x86_64__)
+constexpr std::uint32_t this_audit_arch = AUDIT_ARCH_X86_64;
+#elif defined(__aarch64__)
+constexpr std::uint32_t this_audit_arch = AUDIT_ARCH_AARCH64;
+#else
+constexpr std::uint32_t this_audit_arch = 0;  // unknown: the test is skipped
+#endif
+
+// From now on, membarrier() fails with EPERM in this process (a seccomp filter; as a
+// container runtime's policy or a sandbox can do after the program started).
+void make_membarrier_fail() {
+  sock_filter filter[] = {
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, arch)),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, this_audit_arch, 1, 0),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_membarrier, 0, 1),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (EPERM & SECCOMP_RET_DATA)),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+  };
+  sock_fprog prog{static_cast<unsigned short>(sizeof(filter) / sizeof(filter[0])), filter};
+  if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
+      ::prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) != 0) {
+    std::perror("installing the seccomp filter");
+    std::_Exit(3);  // not the expected message: the death test fails loudly
+  }
+}
+
+// Guards against the writer falling back to a fence when membarrier fails after start-up:
+// readers registered while membarrier worked use compiler barriers only, so a grace period
+// without the IPI is unsound - rcu_synchronize() must abort naming membarrier, not return.
+TEST(RcuContractDeathTest, MembarrierFailingAfterStartUpAbortsTheGracePeriod) {
+  if (!rcu_domain_stats(rcu_default_domain()).membarrier) {
+    GTEST_SKIP() << "membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) is not in use here";
+  }
+  if (this_audit_arch == 0) GTEST_SKIP() << "no seccomp architecture constant for this CPU";
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(
+      {
+        make_membarrier_fail();
+        rcu_synchronize(rcu_default_domain());
+        std::fputs("rcu_synchronize returned without its membarrier\n", stderr);
+        std::_Exit(0);
+      },
+      "membarrier\\(MEMBARRIER_CMD_PRIVATE_EXPEDITED\\) failed after it was registered");
 }
 
 }  // namespace
