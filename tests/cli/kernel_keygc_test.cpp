@@ -16,13 +16,14 @@
 #include <system_error>
 #include <vector>
 
-#include "kernel_keygc.hpp"
-#include "kernel_keyring.hpp"
-#include "kworker_time.hpp"
-#include "sysctl_override.hpp"
+#include "quiesce/experiments/kernel_keygc.hpp"
+#include "quiesce/host/keyring.hpp"
+#include "quiesce/host/kworker_time.hpp"
+#include "quiesce/host/sysctl_override.hpp"
 #include "wait.hpp"
 
-namespace quiesce::cli {
+namespace quiesce::experiments {
+using namespace quiesce::host;
 namespace {
 
 namespace fs = std::filesystem;
@@ -250,4 +251,4 @@ TEST(KeygcKernelCli, AQuotaRefusalIsOneClearLine) {
 }
 
 }  // namespace
-}  // namespace quiesce::cli
+}  // namespace quiesce::experiments

@@ -4,14 +4,15 @@
 
 #include <optional>
 
-#include "kernel_keygc.hpp"
-#include "keygc_experiment.hpp"
+#include "quiesce/experiments/kernel_keygc.hpp"
+#include "quiesce/experiments/keygc.hpp"
 #include "number_option.hpp"
 #include "progress.hpp"
 #include "registry.hpp"
 #include "trace_session.hpp"
 
 namespace quiesce::cli {
+using namespace quiesce::experiments;
 namespace {
 
 struct keygc_cli {

@@ -10,13 +10,14 @@
 #include <filesystem>
 #include <fstream>
 
-#include "keygc_experiment.hpp"
+#include "quiesce/experiments/keygc.hpp"
 #include "number_option.hpp"
 #include "progress.hpp"
 #include "registry.hpp"
 #include "trace_session.hpp"
 
 namespace quiesce::cli {
+using namespace quiesce::experiments;
 namespace {
 
 struct sweep_cli {

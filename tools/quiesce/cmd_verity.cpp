@@ -21,10 +21,11 @@
 #include "quiesce/verity.hpp"
 #include "quiesce/workqueue.hpp"
 #include "registry.hpp"
-#include "temp_dir.hpp"
+#include "quiesce/host/temp_dir.hpp"
 #include "trace_session.hpp"
 
 namespace quiesce::cli {
+using namespace quiesce::host;
 namespace {
 
 namespace fs = std::filesystem;

@@ -12,7 +12,7 @@
 #include <cstddef>
 #include <string>
 
-namespace quiesce::cli {
+namespace quiesce::host {
 
 class exit_cleanup {
  public:
@@ -35,4 +35,4 @@ class exit_cleanup {
   int slot_ = -1;
 };
 
-}  // namespace quiesce::cli
+}  // namespace quiesce::host

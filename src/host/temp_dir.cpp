@@ -1,5 +1,5 @@
 // temp_dir (temp_dir.hpp).
-#include "temp_dir.hpp"
+#include "quiesce/host/temp_dir.hpp"
 
 #include <fmt/format.h>
 #include <stdlib.h>
@@ -7,7 +7,7 @@
 #include <cerrno>
 #include <system_error>
 
-namespace quiesce::cli {
+namespace quiesce::host {
 
 temp_dir::temp_dir(const std::string& tag) {
   std::string name =
@@ -31,4 +31,4 @@ temp_dir::~temp_dir() {
   cleanup_.reset();                        // then nothing is left for the action to remove
 }
 
-}  // namespace quiesce::cli
+}  // namespace quiesce::host

@@ -1,6 +1,6 @@
 // sysctl_override (sysctl_override.hpp): the old value is restored by an exit_cleanup
 // action, prepared before the new value is written.
-#include "sysctl_override.hpp"
+#include "quiesce/host/sysctl_override.hpp"
 #include "quiesce/file_io.hpp"
 
 #include <fcntl.h>
@@ -14,7 +14,7 @@
 #include <sstream>
 #include <stdexcept>
 
-namespace quiesce::cli {
+namespace quiesce::host {
 
 namespace {
 
@@ -72,4 +72,4 @@ sysctl_override::~sysctl_override() {
   active = false;
 }
 
-}  // namespace quiesce::cli
+}  // namespace quiesce::host

@@ -7,9 +7,9 @@
 #include <optional>
 #include <string>
 
-#include "exit_cleanup.hpp"
+#include "quiesce/host/exit_cleanup.hpp"
 
-namespace quiesce::cli {
+namespace quiesce::host {
 
 class temp_dir {
  public:
@@ -27,4 +27,4 @@ class temp_dir {
   std::optional<exit_cleanup> cleanup_;
 };
 
-}  // namespace quiesce::cli
+}  // namespace quiesce::host

@@ -1,4 +1,4 @@
-#include "keygc_experiment.hpp"
+#include "quiesce/experiments/keygc.hpp"
 
 #include <fmt/format.h>
 
@@ -14,7 +14,7 @@
 #include "quiesce/watchdog.hpp"
 #include "quiesce/workqueue.hpp"
 
-namespace quiesce::cli {
+namespace quiesce::experiments {
 
 nlohmann::json summary_json(const summary& s) {
   return {{"n", s.count()},
@@ -255,4 +255,4 @@ keygc_comparison compare(const keygc_result& base, const keygc_result& patched) 
                    static_cast<double>(patched.probe_ns.max()))};
 }
 
-}  // namespace quiesce::cli
+}  // namespace quiesce::experiments

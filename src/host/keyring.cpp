@@ -1,4 +1,4 @@
-#include "kernel_keyring.hpp"
+#include "quiesce/host/keyring.hpp"
 
 #include <fmt/format.h>
 #include <keyutils.h>
@@ -15,7 +15,7 @@
 
 #include "quiesce/file_io.hpp"
 
-namespace quiesce::cli {
+namespace quiesce::host {
 
 namespace {
 
@@ -229,4 +229,4 @@ std::vector<std::string> proc_keys_matching(std::string_view needle) {
   return out;
 }
 
-}  // namespace quiesce::cli
+}  // namespace quiesce::host

@@ -1,6 +1,6 @@
 // exit_cleanup (exit_cleanup.hpp): a fixed table of prepared actions and the signal
 // handler that runs them.
-#include "exit_cleanup.hpp"
+#include "quiesce/host/exit_cleanup.hpp"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -17,7 +17,7 @@
 #include <mutex>
 #include <stdexcept>
 
-namespace quiesce::cli {
+namespace quiesce::host {
 
 namespace {
 
@@ -167,4 +167,4 @@ exit_cleanup::~exit_cleanup() {
   slots[slot_].state.store(free_slot);
 }
 
-}  // namespace quiesce::cli
+}  // namespace quiesce::host

@@ -1,4 +1,4 @@
-#include "kworker_time.hpp"
+#include "quiesce/host/kworker_time.hpp"
 
 #include <dirent.h>
 
@@ -7,7 +7,7 @@
 #include <fstream>
 #include <string>
 
-namespace quiesce::cli {
+namespace quiesce::host {
 
 std::optional<int> kworker_cpu(std::string_view comm) {
   constexpr std::string_view prefix = "kworker/";
@@ -58,4 +58,4 @@ std::map<int, std::uint64_t> kworker_gain_per_cpu(const kworker_sample& before,
   return gain;
 }
 
-}  // namespace quiesce::cli
+}  // namespace quiesce::host

@@ -12,7 +12,7 @@
 #include "quiesce/keys.hpp"
 #include "quiesce/summary.hpp"
 
-namespace quiesce::cli {
+namespace quiesce::experiments {
 
 // The largest population the CLI accepts, and a generous estimate of one key's memory (the
 // key, its tree node, description, payload and link), to refuse a population beyond the
@@ -76,4 +76,4 @@ struct keygc_comparison {
 };
 keygc_comparison compare(const keygc_result& baseline, const keygc_result& patched);
 
-}  // namespace quiesce::cli
+}  // namespace quiesce::experiments

@@ -1,4 +1,4 @@
-#include "kernel_keygc.hpp"
+#include "quiesce/experiments/kernel_keygc.hpp"
 
 #include <fmt/format.h>
 #include <sys/utsname.h>
@@ -9,14 +9,16 @@
 #include <stdexcept>
 #include <thread>
 
-#include "kernel_keyring.hpp"
-#include "kworker_time.hpp"
+#include "quiesce/host/keyring.hpp"
+#include "quiesce/host/kworker_time.hpp"
 #include "quiesce/clock.hpp"
 #include "quiesce/thread.hpp"
 #include "quiesce/topology.hpp"
-#include "sysctl_override.hpp"
+#include "quiesce/host/sysctl_override.hpp"
 
-namespace quiesce::cli {
+namespace quiesce::experiments {
+
+using namespace quiesce::host;  // the keyring, kworker time, the gc_delay override
 
 namespace {
 
@@ -206,4 +208,4 @@ std::string kernel_keygc_text(const kernel_keygc_result& r) {
   return out + "\n" + phase_latency_lines(r.unused.latency, r.expired.latency, r.probe_policy);
 }
 
-}  // namespace quiesce::cli
+}  // namespace quiesce::experiments

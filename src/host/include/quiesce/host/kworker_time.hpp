@@ -11,7 +11,7 @@
 #include <optional>
 #include <string_view>
 
-namespace quiesce::cli {
+namespace quiesce::host {
 
 // The CPU of a bound kworker's name ("kworker/1:2", "kworker/0:1H" -> 1, 0), nullopt for
 // anything else (unbound "kworker/u8:3", other threads).
@@ -32,4 +32,4 @@ kworker_sample sample_kworkers();
 std::map<int, std::uint64_t> kworker_gain_per_cpu(const kworker_sample& before,
                                                   const kworker_sample& after);
 
-}  // namespace quiesce::cli
+}  // namespace quiesce::host

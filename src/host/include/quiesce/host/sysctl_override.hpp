@@ -7,9 +7,9 @@
 #include <optional>
 #include <string>
 
-#include "exit_cleanup.hpp"
+#include "quiesce/host/exit_cleanup.hpp"
 
-namespace quiesce::cli {
+namespace quiesce::host {
 
 class sysctl_override {
  public:
@@ -33,4 +33,4 @@ class sysctl_override {
 // The value of a /proc/sys setting, trailing newline removed. Throws std::runtime_error.
 std::string read_sysctl(const std::string& path);
 
-}  // namespace quiesce::cli
+}  // namespace quiesce::host

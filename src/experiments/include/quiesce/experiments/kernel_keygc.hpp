@@ -7,9 +7,9 @@
 #include <optional>
 #include <string>
 
-#include "keygc_experiment.hpp"
+#include "quiesce/experiments/keygc.hpp"
 
-namespace quiesce::cli {
+namespace quiesce::experiments {
 
 struct kernel_keygc_config {
   std::size_t keys = 100'000;
@@ -58,4 +58,4 @@ std::string kernel_keygc_text(const kernel_keygc_result& r);
 // nullopt if it can. Creates nothing if the quota does not fit.
 std::optional<std::string> kernel_keyring_unusable(std::size_t keys, std::size_t per_keyring);
 
-}  // namespace quiesce::cli
+}  // namespace quiesce::experiments

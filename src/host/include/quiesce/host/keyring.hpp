@@ -12,7 +12,7 @@
 #include <string_view>
 #include <vector>
 
-namespace quiesce::cli {
+namespace quiesce::host {
 
 // One line of /proc/key-users, with the limits that apply to that user.
 struct key_quota {
@@ -103,4 +103,4 @@ std::uint64_t kernel_keys_of_user();
 // Lines of /proc/keys whose description contains `needle` (keys this process may view).
 std::vector<std::string> proc_keys_matching(std::string_view needle);
 
-}  // namespace quiesce::cli
+}  // namespace quiesce::host
