@@ -9,12 +9,12 @@
 #include <stdexcept>
 #include <thread>
 
+#include "quiesce/clock.hpp"
 #include "quiesce/host/keyring.hpp"
 #include "quiesce/host/kworker_time.hpp"
-#include "quiesce/clock.hpp"
+#include "quiesce/host/sysctl_override.hpp"
 #include "quiesce/thread.hpp"
 #include "quiesce/topology.hpp"
-#include "quiesce/host/sysctl_override.hpp"
 
 namespace quiesce::experiments {
 

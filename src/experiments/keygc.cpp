@@ -77,7 +77,9 @@ namespace {
 class probe {
  public:
   // Records only while *recording is true (the measured phases).
-  probe(int cpu, const std::atomic<int>& recording) : cpu_(cpu), recording_(recording) {
+  // Times in the series count from `t0_ns`.
+  probe(int cpu, const std::atomic<int>& recording, std::uint64_t t0_ns)
+      : cpu_(cpu), t0_ns_(t0_ns), recording_(recording) {
     thread_ = named_thread("keygc-probe", [this] { run(); });
   }
   ~probe() {
@@ -88,6 +90,10 @@ class probe {
   histogram take() {
     std::lock_guard guard(lock_);
     return latency_;
+  }
+  std::vector<std::pair<double, double>> take_series() {
+    std::lock_guard guard(lock_);
+    return series_;
   }
 
  private:
@@ -104,18 +110,23 @@ class probe {
     }
   }
   void ran() {
-    const std::uint64_t waited = now_ns() - queued_at_.load(std::memory_order_acquire);
+    const std::uint64_t started = now_ns();
+    const std::uint64_t waited = started - queued_at_.load(std::memory_order_acquire);
     if (recording_.load(std::memory_order_relaxed) == 0) return;
     std::lock_guard guard(lock_);
     latency_.record(waited);
+    series_.emplace_back(static_cast<double>(started - t0_ns_) / 1e6,
+                         static_cast<double>(waited) / 1e3);
   }
 
   const int cpu_;
+  const std::uint64_t t0_ns_;
   const std::atomic<int>& recording_;
   std::atomic<bool> stop_{false};
   std::atomic<std::uint64_t> queued_at_{0};
   std::mutex lock_;
-  histogram latency_;  // L: lock_
+  histogram latency_;                              // L: lock_
+  std::vector<std::pair<double, double>> series_;  // L: lock_
   work item_{"keygc_probe", [this](work&) { ran(); }};
   named_thread thread_;
 };
@@ -130,10 +141,12 @@ std::vector<keys::key_serial> populate(keys::key_store& store, std::size_t n, st
   return rings;
 }
 
-void one_run(const keygc_config& cfg, cyclic_probe& cyclic, keygc_result& out) {
+void one_run(const keygc_config& cfg, cyclic_probe& cyclic, std::uint64_t t0_ns,
+             keygc_result& out) {
   std::atomic<int> phase{0};  // 0 setup, 1 unused, 2 expired
   std::mutex lock;
   summary unused, expired;
+  std::vector<double> unused_exec, expired_exec;
   std::uint64_t executions = 0;
   keys::store_options opt;
   opt.mode = cfg.mode;
@@ -144,12 +157,19 @@ void one_run(const keygc_config& cfg, cyclic_probe& cyclic, keygc_result& out) {
   opt.on_execution = [&](const keys::gc_execution& ex) {
     std::lock_guard guard(lock);
     ++executions;
-    if (phase.load() == 1) unused.add(static_cast<double>(ex.duration_ns));
-    if (phase.load() == 2) expired.add(static_cast<double>(ex.duration_ns));
+    const auto ns = static_cast<double>(ex.duration_ns);
+    if (phase.load() == 1) {
+      unused.add(ns);
+      unused_exec.push_back(ns);
+    }
+    if (phase.load() == 2) {
+      expired.add(ns);
+      expired_exec.push_back(ns);
+    }
   };
   keys::key_store store(opt);
   const std::size_t baseline_keys = store.live_keys();
-  probe p(cfg.cpu, phase);
+  probe p(cfg.cpu, phase, t0_ns);
 
   // Phase "unused": every key loses its last reference.
   auto rings = populate(store, cfg.keys, cfg.per_keyring);
@@ -197,10 +217,23 @@ void one_run(const keygc_config& cfg, cyclic_probe& cyclic, keygc_result& out) {
   out.expired.merge(expired);
   out.executions += executions;
   out.probe_ns.merge(p.take());
+  out.unused_exec_ns.insert(out.unused_exec_ns.end(), unused_exec.begin(), unused_exec.end());
+  out.expired_exec_ns.insert(out.expired_exec_ns.end(), expired_exec.begin(), expired_exec.end());
+  const auto series = p.take_series();
+  out.probe_series.insert(out.probe_series.end(), series.begin(), series.end());
   out.unused_latency.merge(unused_latency);
   out.expired_latency.merge(expired_latency);
 }
 
+}  // namespace
+
+namespace {
+nlohmann::json ms_list(const std::vector<double>& ns) {
+  nlohmann::json out = nlohmann::json::array();
+  for (double v : ns)
+    out.push_back(v / 1e6);
+  return out;
+}
 }  // namespace
 
 summary keygc_result::combined() const {
@@ -223,6 +256,9 @@ nlohmann::json keygc_result::to_json() const {
           {"unused_latency", unused_latency.to_json()},
           {"expired_latency", expired_latency.to_json()},
           {"hog_reports", hog_reports},
+          {"executions_ms",
+           {{"unused", ms_list(unused_exec_ns)}, {"expired", ms_list(expired_exec_ns)}}},
+          {"probe_series", probe_series},
           {"probe",
            {{"n", probe_ns.count()},
             {"p50_us", static_cast<double>(probe_ns.percentile(50)) / 1e3},
@@ -237,8 +273,9 @@ keygc_result run_keygc(const keygc_config& config) {
   log_capture capture(/*forward=*/false);  // hog reports are counted, not printed mid-table
   cyclic_probe cyclic = make_keygc_probe(config.probe_priority);
   r.probe_policy = probe_policy(cyclic, config.probe_priority);
+  const std::uint64_t t0 = now_ns();
   for (int i = 0; i < config.runs; ++i)
-    one_run(r.config, cyclic, r);
+    one_run(r.config, cyclic, t0, r);
   r.hog_reports = capture.count("hogged CPU");
   return r;
 }

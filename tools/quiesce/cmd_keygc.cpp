@@ -4,10 +4,12 @@
 
 #include <optional>
 
+#include "number_option.hpp"
+#include "plot_option.hpp"
+#include "progress.hpp"
 #include "quiesce/experiments/kernel_keygc.hpp"
 #include "quiesce/experiments/keygc.hpp"
-#include "number_option.hpp"
-#include "progress.hpp"
+#include "quiesce/experiments/keygc_compare.hpp"
 #include "registry.hpp"
 #include "trace_session.hpp"
 
@@ -24,6 +26,7 @@ struct keygc_cli {
   bool with_kernel = false;  // --compare plus the kernel as a third column
   std::optional<unsigned> set_gc_delay;
   bool json = false;
+  std::string plot_dir;  // --plot DIR
 };
 
 kernel_keygc_config kernel_config_for(const keygc_cli& o) {
@@ -43,97 +46,6 @@ keygc_config config_for(const keygc_cli& o, const std::string& mode) {
   return c;
 }
 
-std::string probe_line(const keygc_result& r) {
-  return fmt::format(
-      "probe (queue->start on the collector's CPU): n={} p50={:.1f}us "
-      "p99={:.1f}us max={:.1f}us",
-      r.probe_ns.count(), r.probe_ns.percentile(50) / 1e3, r.probe_ns.percentile(99) / 1e3,
-      r.probe_ns.max() / 1e3);
-}
-
-std::string describe(const keygc_result& r) {
-  std::string mode = keys::to_string(r.config.mode);
-  if (r.config.mode == keys::gc_mode::chunked) mode += fmt::format(" (chunk {})", r.config.chunk);
-  if (r.config.mode == keys::gc_mode::budget) mode += fmt::format(" ({} us)", r.config.slice_us);
-  return mode;
-}
-
-std::string result_text(const keygc_result& r) {
-  return fmt::format(
-      "keygcbench results, {} ({} keys, {} run{}, {} executions):\n\n{}\n"
-      "total task time: {:.3f} ms\n{}\nhog reports: {}\n\n{}",
-      describe(r), r.config.keys, r.config.runs, r.config.runs == 1 ? "" : "s", r.executions,
-      keygc_lines(r), r.total_ms(), probe_line(r), r.hog_reports,
-      phase_latency_lines(r.unused_latency, r.expired_latency, r.probe_policy));
-}
-
-// The three collectors side by side, measured with the same ruler, from their JSON (the
-// kernel's from kernel_keygc_result, quiesce's from keygc_result): for the CLI and the report.
-std::string three_columns(const nlohmann::json& k, const nlohmann::json& base,
-                          const nlohmann::json& patched) {
-  auto title = [](const nlohmann::json& r) {
-    std::string m = r["mode"].get<std::string>();
-    return m == "chunked" ? fmt::format("chunked ({})", r["chunk"].get<int>()) : m;
-  };
-  std::string md = fmt::format("| | kernel {} | quiesce {} | quiesce {} |\n|---|---|---|---|\n",
-                               k["kernel"].get<std::string>(), title(base), title(patched));
-  struct row {
-    const char* what;
-    std::vector<const char*> path;  // inside a phase's JSON
-    const char* format;
-  };
-  static const row rows[] = {
-      {"probe max on the collector's CPU, ms", {"probe", "on_collector_cpu", "max_ms"}, "{:.3f}"},
-      {"probe avg on the collector's CPU, ms", {"probe", "on_collector_cpu", "avg_ms"}, "{:.3f}"},
-      {"probe max on the other CPUs, ms", {"probe", "other_cpus", "max_ms"}, "{:.3f}"},
-      {"reclaim time, ms (mean of runs)", {"reclaim", "avg_ms"}, "{:.1f}"},
-  };
-  auto cell = [](const nlohmann::json& phase, const row& r) {
-    if (phase.contains("skipped")) return std::string("skipped");
-    const nlohmann::json* j = &phase;
-    for (const char* key : r.path) {
-      if (!j->contains(key)) return std::string("-");
-      j = &(*j)[key];
-    }
-    return fmt::format(fmt::runtime(r.format), j->get<double>());
-  };
-  for (const char* phase : {"unused", "expired"}) {
-    const std::string latency = std::string(phase) + "_latency";
-    for (const row& r : rows) {
-      md += fmt::format("| {}: {} | {} | {} | {} |\n", phase, r.what, cell(k[phase], r),
-                        cell(base[latency], r), cell(patched[latency], r));
-    }
-  }
-  md += fmt::format(
-      "| work-item probe max (queue->start on the collector's pool), ms | - | {:.3f} | {:.3f} |\n",
-      base["probe"]["max_us"].get<double>() / 1e3, patched["probe"]["max_us"].get<double>() / 1e3);
-  if (k["expired"].contains("skipped")) {
-    md += fmt::format("\nThe kernel's expired phase was skipped: {}.\n",
-                      k["expired"]["skipped"].get<std::string>());
-  }
-  return md;
-}
-
-std::string comparison_text(const keygc_result& base, const keygc_result& patched) {
-  const keygc_comparison c = compare(base, patched);
-  return fmt::format(
-      "{}\n{}\nThese results translate to:\n\n- {:.1f}% drop in the combined "
-      "variance.\n- {:.1f}% {} in the total task time.\n- {:.1f}% drop in the "
-      "probe's max latency.\n",
-      result_text(base), result_text(patched), c.variance_drop_pct,
-      std::abs(c.total_time_increase_pct), c.total_time_increase_pct >= 0 ? "increase" : "decrease",
-      c.probe_max_drop_pct);
-}
-
-nlohmann::json comparison_json(const keygc_result& base, const keygc_result& patched) {
-  const keygc_comparison c = compare(base, patched);
-  return {{"baseline", base.to_json()},
-          {"patched", patched.to_json()},
-          {"variance_drop_pct", c.variance_drop_pct},
-          {"total_time_increase_pct", c.total_time_increase_pct},
-          {"probe_max_drop_pct", c.probe_max_drop_pct}};
-}
-
 void run_command(const keygc_cli& o) {
   if (o.kernel) {
     const kernel_keygc_result k = run_kernel_keygc(kernel_config_for(o));
@@ -143,31 +55,22 @@ void run_command(const keygc_cli& o) {
   if (o.compare) {
     progress_line progress("quiesce keygc --compare", o.with_kernel ? 3 : 2,
                            progress_wanted(o.json));
-    std::optional<kernel_keygc_result> k;
+    keygc_comparison_result r;
     if (o.with_kernel) {
       progress.step("the host kernel's collector");
-      k = run_kernel_keygc(kernel_config_for(o));
+      r.kernel = run_kernel_keygc(kernel_config_for(o));
     }
     progress.step(o.against);
-    const keygc_result base = run_keygc(config_for(o, o.against));
+    r.baseline = run_keygc(config_for(o, o.against));
     progress.step(o.mode);
-    const keygc_result patched = run_keygc(config_for(o, o.mode));
-    if (o.json) {
-      nlohmann::json j = comparison_json(base, patched);
-      if (k) j["kernel"] = k->to_json();
-      fmt::print("{}\n", j.dump(2));
-    } else {
-      std::string text = comparison_text(base, patched);
-      if (k) {
-        text = kernel_keygc_text(*k) + "\n" + text + "\n" +
-               three_columns(k->to_json(), base.to_json(), patched.to_json());
-      }
-      fmt::print("{}", text);
-    }
+    r.patched = run_keygc(config_for(o, o.mode));
+    fmt::print("{}", o.json ? r.to_json().dump(2) + "\n" : r.text());
+    write_plots(o.plot_dir, r.plots());
     return;
   }
   const keygc_result r = run_keygc(config_for(o, o.mode));
-  fmt::print("{}", o.json ? r.to_json().dump(2) + "\n" : result_text(r));
+  fmt::print("{}", o.json ? r.to_json().dump(2) + "\n" : keygc_text(r));
+  write_plots(o.plot_dir, keygc_plots({&r}));
 }
 
 void validate(const keygc_cli& o) {
@@ -179,6 +82,9 @@ void validate(const keygc_cli& o) {
         "--kernel runs the kernel alone; use --compare --with-kernel for three columns");
   }
   if (o.with_kernel && !o.compare) throw usage_error("--with-kernel: only with --compare");
+  if (o.kernel && !o.plot_dir.empty()) {
+    throw usage_error("--plot: the kernel alone has no plots; use --compare --with-kernel");
+  }
   if (o.set_gc_delay && !o.kernel && !o.with_kernel) {
     throw usage_error("--set-gc-delay: only with --kernel or --with-kernel");
   }
@@ -229,88 +135,26 @@ const command_registrar keygc_command{
                   "(restored on exit) so the expired phase can run",
                   number_range<unsigned>{1, 31'536'000});
        sub->add_flag("--json", o->json, "One JSON object on stdout");
+       add_plot_option(sub, o->plot_dir);
        sub->callback(traced(sub, [o] {
          validate(*o);
          run_command(*o);
        }));
      }}};
 
-// The report's kernel column: the unused phase only (the report does not change gc_delay),
-// or why the kernel keyring cannot be used here.
-void add_kernel_column(nlohmann::json& j, const keygc_config& c) {
-  if (auto why = kernel_keyring_unusable(c.keys, c.per_keyring)) {
-    j["kernel_unusable"] = *why;
-    return;
-  }
-  kernel_keygc_config k;
-  k.keys = c.keys;
-  k.per_keyring = c.per_keyring;
-  try {
-    j["kernel"] = run_kernel_keygc(k).to_json();
-  } catch (const std::exception& e) {
-    j["kernel_unusable"] = e.what();
-  }
-}
-
-std::string markdown(const nlohmann::json& j) {
-  auto row = [](const char* name, const nlohmann::json& s) {
-    return fmt::format("| {} | {} | {:.3f} | {:.3f} | {:.3f} | {:.3f} |\n", name,
-                       s["n"].get<std::uint64_t>(), s["min_ms"].get<double>(),
-                       s["avg_ms"].get<double>(), s["max_ms"].get<double>(),
-                       s["var_ms2"].get<double>());
-  };
-  std::string md;
-  for (const char* side : {"baseline", "patched"}) {
-    const nlohmann::json& r = j[side];
-    md += fmt::format(
-        "**{}** ({}{}, {} keys): total task time {:.1f} ms; probe p50 {:.1f} us, "
-        "p99 {:.1f} us, max {:.1f} us; hog reports {}\n\n",
-        side, r["mode"].get<std::string>(),
-        r["mode"] == "chunked" ? fmt::format(" {}", r["chunk"].get<int>()) : "",
-        r["keys"].get<std::size_t>(), r["total_ms"].get<double>(),
-        r["probe"]["p50_us"].get<double>(), r["probe"]["p99_us"].get<double>(),
-        r["probe"]["max_us"].get<double>(), r["hog_reports"].get<int>());
-    md += "| phase | n | min ms | avg ms | max ms | var ms^2 |\n|---|---|---|---|---|---|\n";
-    md +=
-        row("unused", r["unused"]) + row("expired", r["expired"]) + row("combined", r["combined"]);
-    md += "\n";
-  }
-  md += fmt::format(
-      "Ours: {:.1f}% drop in the combined variance, {:.1f}% {} in the total task "
-      "time, {:.1f}% drop in the probe's max latency (seed: 93% drop, 2.2% "
-      "increase).\n\n",
-      j["variance_drop_pct"].get<double>(), std::abs(j["total_time_increase_pct"].get<double>()),
-      j["total_time_increase_pct"].get<double>() >= 0 ? "increase" : "decrease",
-      j["probe_max_drop_pct"].get<double>());
-  md += "#### The host kernel's collector, same population\n\n";
-  if (j.contains("kernel")) {
-    md += three_columns(j["kernel"], j["baseline"], j["patched"]);
-    md +=
-        "\nThe cyclictest-style probe (a SCHED_FIFO thread per CPU waking on absolute 1 ms "
-        "deadlines) shows what holds a CPU against the scheduler: the kernel's collector, on "
-        "this non-preemptible kernel, does. quiesce's collectors are user-space threads that "
-        "a waking FIFO thread preempts at once; what the monolithic one holds is its worker "
-        "pool, which the work-item probe shows.\n\n";
-  } else {
-    md += fmt::format("Not measured: {}.\n\n", j.value("kernel_unusable", std::string("unknown")));
-  }
-  return md;
-}
-
-const experiment_registrar keygc_experiment{{"keygc", "000",
-                                             "keygcbench: monolithic vs chunked (64) collector",
-                                             [](const experiment_options& opt) {
-                                               keygc_config c;
-                                               c.keys = opt.quick ? 20'000 : 100'000;
-                                               keygc_config base = c;
-                                               base.mode = keys::gc_mode::monolithic;
-                                               const keygc_result b = run_keygc(base);
-                                               const keygc_result p = run_keygc(c);
-                                               nlohmann::json j = comparison_json(b, p);
-                                               add_kernel_column(j, c);
-                                               return j;
-                                             },
-                                             markdown}};
+const experiment_registrar keygc_experiment{
+    {"keygc", "000", "keygcbench: monolithic vs chunked (64) collector",
+     [](const experiment_options& opt) {
+       keygc_config c;
+       c.keys = opt.quick ? 20'000 : 100'000;
+       keygc_config base = c;
+       base.mode = keys::gc_mode::monolithic;
+       keygc_comparison_result r;
+       r.baseline = run_keygc(base);
+       r.patched = run_keygc(c);
+       add_kernel_column(r, c);
+       return experiment_output{r.to_json(), r.markdown(), r.plots()};
+     }}};
 
 }  // namespace
 }  // namespace quiesce::cli

@@ -40,6 +40,22 @@ std::string trace_path(const report_options& opt, const std::string& name) {
   return (fs::path(opt.trace_dir) / (file + ".trace.json")).string();
 }
 
+// Draws `plots` beside report.md and returns their Markdown; a plot that cannot be drawn
+// is named in the section and in results.json's "failed" (the report goes on).
+std::string plots_markdown(const std::string& out, const std::vector<experiments::plot_spec>& plots,
+                           nlohmann::json& failed, const std::string& experiment) {
+  std::string md;
+  for (const experiments::plot_spec& p : plots) {
+    try {
+      md += experiments::plot_markdown(experiments::write_plot(out, p), out);
+    } catch (const std::exception& ex) {
+      failed[experiment + " plot " + p.name] = ex.what();
+      md += fmt::format("Plot {} not drawn: {}\n\n", p.name, ex.what());
+    }
+  }
+  return md;
+}
+
 int run_report(const report_options& opt) {
   std::error_code ec;
   fs::create_directories(opt.out, ec);
@@ -81,10 +97,11 @@ int run_report(const report_options& opt) {
       announce(fmt::format("{} (seed {})", e.name, s.id));
       try {
         trace_session trace(trace_path(opt, e.name));
-        const nlohmann::json r = e.run(eopt);
+        experiment_output r = e.run(eopt);
         trace.write();
-        results["experiments"][e.name] = r;
-        md += fmt::format("### {} (`quiesce {}`)\n\n{}\n", e.title, e.name, e.markdown(r));
+        results["experiments"][e.name] = std::move(r.json);
+        md += fmt::format("### {} (`quiesce {}`)\n\n{}\n", e.title, e.name, r.markdown);
+        md += plots_markdown(opt.out, r.plots, results["failed"], e.name);
       } catch (const std::exception& ex) {
         results["failed"][e.name] = ex.what();
         md += fmt::format("### {} (`quiesce {}`)\n\nFAILED: {}\n\n", e.title, e.name, ex.what());

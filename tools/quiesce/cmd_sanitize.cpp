@@ -144,34 +144,36 @@ const command_registrar sanitize_command{
 
 const experiment_registrar sanitize_experiment{
     {"sanitize", "003", "EPC sanitization: cond_resched() vs cond_resched_tasks_qs()",
-     [](const experiment_options& opt) {
-       sanitize_cli o;
-       o.seconds = opt.quick ? 1.0 : 3.0;
-       o.pages = opt.quick ? 8192 : 32768;
-       const unsigned passes = calibrated(o);
-       const boot_result base = sanitize::run_boot(options_for(o, qs_policy::resched, passes));
-       const boot_result patched = sanitize::run_boot(options_for(o, qs_policy::tasks_qs, passes));
-       return compare_json(base, patched);
-     },
-     [](const nlohmann::json& j) {
-       auto row = [](const char* name, const nlohmann::json& r) {
-         return fmt::format("| {} ({}) | {:.1f} | {:.1f} | {:.1f} | {:.0f} | {} |\n", name,
-                            r["qs"].get<std::string>(), r["waiter_ms"].get<double>(),
-                            r["boot_ms"].get<double>(), r["sanitize_ms"].get<double>(),
-                            r["pages_per_s"].get<double>(), r["stall_reports"].get<int>());
-       };
-       std::string md =
-           "| run | waiter ms | boot ms | sanitizer ms | pages/s | watchdog reports |\n"
-           "|---|---|---|---|---|---|\n";
-       md += row("before", j["baseline"]) + row("after", j["patched"]);
-       const double slow = j["sanitize_slowdown_pct"].get<double>();
-       md += fmt::format(
-           "\nOurs: waiter latency -{:.1f}%, boot time -{:.1f}%, sanitizer {:.2f}% {} "
-           "with a quiescent state per page (seed: boot 50 s -> 10.7 s, -79%).\n\n",
-           j["waiter_drop_pct"].get<double>(), j["boot_drop_pct"].get<double>(), std::abs(slow),
-           slow >= 0 ? "slower" : "faster");
-       return md;
-     }}};
+     rendered_from_json(
+         [](const experiment_options& opt) {
+           sanitize_cli o;
+           o.seconds = opt.quick ? 1.0 : 3.0;
+           o.pages = opt.quick ? 8192 : 32768;
+           const unsigned passes = calibrated(o);
+           const boot_result base = sanitize::run_boot(options_for(o, qs_policy::resched, passes));
+           const boot_result patched =
+               sanitize::run_boot(options_for(o, qs_policy::tasks_qs, passes));
+           return compare_json(base, patched);
+         },
+         [](const nlohmann::json& j) {
+           auto row = [](const char* name, const nlohmann::json& r) {
+             return fmt::format("| {} ({}) | {:.1f} | {:.1f} | {:.1f} | {:.0f} | {} |\n", name,
+                                r["qs"].get<std::string>(), r["waiter_ms"].get<double>(),
+                                r["boot_ms"].get<double>(), r["sanitize_ms"].get<double>(),
+                                r["pages_per_s"].get<double>(), r["stall_reports"].get<int>());
+           };
+           std::string md =
+               "| run | waiter ms | boot ms | sanitizer ms | pages/s | watchdog reports |\n"
+               "|---|---|---|---|---|---|\n";
+           md += row("before", j["baseline"]) + row("after", j["patched"]);
+           const double slow = j["sanitize_slowdown_pct"].get<double>();
+           md += fmt::format(
+               "\nOurs: waiter latency -{:.1f}%, boot time -{:.1f}%, sanitizer {:.2f}% {} "
+               "with a quiescent state per page (seed: boot 50 s -> 10.7 s, -79%).\n\n",
+               j["waiter_drop_pct"].get<double>(), j["boot_drop_pct"].get<double>(), std::abs(slow),
+               slow >= 0 ? "slower" : "faster");
+           return md;
+         })}};
 
 }  // namespace
 }  // namespace quiesce::cli

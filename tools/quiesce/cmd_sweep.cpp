@@ -10,9 +10,9 @@
 #include <filesystem>
 #include <fstream>
 
-#include "quiesce/experiments/keygc.hpp"
 #include "number_option.hpp"
 #include "progress.hpp"
+#include "quiesce/experiments/keygc.hpp"
 #include "registry.hpp"
 #include "trace_session.hpp"
 
@@ -232,36 +232,39 @@ const command_registrar sweep_command{
 
 const experiment_registrar sweep_experiment{
     {"sweep keygc", "000", "the chunk-size study (sizes 1 .. 1024, the seed's design)",
-     [](const experiment_options& opt) {
-       sweep_cli o;  // the seed's design: 100,000 keys, sizes 1 .. 1024, three runs each
-       o.what = "keygc";
-       if (opt.quick) {
-         o.runs = 2;
-         o.keys = 5'000;
-       }
-       std::vector<std::size_t> chunks;
-       for (std::size_t c = 1; c <= 1024; c *= opt.quick ? 8 : 2)
-         chunks.push_back(c);
-       const auto rows = measure(o, chunks);
-       return sweep_json(o, rows, choose(rows, o.within_pct));
-     },
-     [](const nlohmann::json& j) {
-       std::string md =
-           "| chunk | median combined var (ms^2) | min - max over runs | median total task time "
-           "(ms) |\n|---|---|---|---|\n";
-       for (const auto& r : j["rows"]) {
-         md += fmt::format("| {} | {:.6f} | {:.6f} - {:.6f} | {:.3f} |\n",
-                           r["chunk"].get<std::size_t>(), r["var_ms2"].get<double>(),
-                           r["var_ms2_min"].get<double>(), r["var_ms2_max"].get<double>(),
-                           r["total_ms"].get<double>());
-       }
-       md += fmt::format(
-           "\nFitness (the seed's words): {}.\n\nChosen: {} ({} keys, {} runs per size). The seed "
-           "chose 64 from 1 .. 1024, 3 runs each.\n\n",
-           j["fitness"].get<std::string>(), choice_text(j), j["keys"].get<std::size_t>(),
-           j["runs"].get<int>());
-       return md;
-     }}};
+     rendered_from_json(
+         [](const experiment_options& opt) {
+           sweep_cli o;  // the seed's design: 100,000 keys, sizes 1 .. 1024, three runs each
+           o.what = "keygc";
+           if (opt.quick) {
+             o.runs = 2;
+             o.keys = 5'000;
+           }
+           std::vector<std::size_t> chunks;
+           for (std::size_t c = 1; c <= 1024; c *= opt.quick ? 8 : 2)
+             chunks.push_back(c);
+           const auto rows = measure(o, chunks);
+           return sweep_json(o, rows, choose(rows, o.within_pct));
+         },
+         [](const nlohmann::json& j) {
+           std::string md =
+               "| chunk | median combined var (ms^2) | min - max over runs | median total task "
+               "time "
+               "(ms) |\n|---|---|---|---|\n";
+           for (const auto& r : j["rows"]) {
+             md += fmt::format("| {} | {:.6f} | {:.6f} - {:.6f} | {:.3f} |\n",
+                               r["chunk"].get<std::size_t>(), r["var_ms2"].get<double>(),
+                               r["var_ms2_min"].get<double>(), r["var_ms2_max"].get<double>(),
+                               r["total_ms"].get<double>());
+           }
+           md += fmt::format(
+               "\nFitness (the seed's words): {}.\n\nChosen: {} ({} keys, {} runs per size). The "
+               "seed "
+               "chose 64 from 1 .. 1024, 3 runs each.\n\n",
+               j["fitness"].get<std::string>(), choice_text(j), j["keys"].get<std::size_t>(),
+               j["runs"].get<int>());
+           return md;
+         })}};
 
 }  // namespace
 }  // namespace quiesce::cli

@@ -14,6 +14,7 @@
 #include "quiesce/clock.hpp"
 #include "quiesce/file_io.hpp"
 #include "quiesce/histogram.hpp"
+#include "quiesce/host/temp_dir.hpp"
 #include "quiesce/random.hpp"
 #include "quiesce/summary.hpp"
 #include "quiesce/thread.hpp"
@@ -21,7 +22,6 @@
 #include "quiesce/verity.hpp"
 #include "quiesce/workqueue.hpp"
 #include "registry.hpp"
-#include "quiesce/host/temp_dir.hpp"
 #include "trace_session.hpp"
 
 namespace quiesce::cli {
@@ -346,13 +346,14 @@ std::string bench_markdown(const nlohmann::json& j) {
 
 const experiment_registrar verity_experiment{
     {"verity bench", "004", "verified reads: verification on an unbound vs a per-CPU highpri queue",
-     [](const experiment_options& opt) {
-       bench_cli o;
-       o.file_mib = opt.quick ? 32 : 256;
-       o.seconds = opt.quick ? 0.5 : 3;  // three runs of both queues either way
-       return run_bench_json(o);
-     },
-     bench_markdown}};
+     rendered_from_json(
+         [](const experiment_options& opt) {
+           bench_cli o;
+           o.file_mib = opt.quick ? 32 : 256;
+           o.seconds = opt.quick ? 0.5 : 3;  // three runs of both queues either way
+           return run_bench_json(o);
+         },
+         bench_markdown)}};
 
 const command_registrar verity_command{
     {"verity", [](CLI::App& app) {

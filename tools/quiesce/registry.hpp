@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "quiesce/experiments/plot.hpp"
+
 namespace quiesce::cli {
 
 // A subcommand: `setup` adds it to the app (options and callback).
@@ -29,18 +31,36 @@ struct experiment_options {
   bool quick = false;  // the whole report within 1 minute instead of 5
 };
 
+// What an experiment's typed result renders to for the report.
+struct experiment_output {
+  nlohmann::json json;   // the object `NAME --json` prints
+  std::string markdown;  // the section body (tables, the seed's numbers beside)
+  std::vector<experiments::plot_spec> plots;  // drawn beside report.md, linked from it
+};
+
 // A seed reproduction that `quiesce report` runs.
 struct experiment {
   std::string name;  // the subcommand that runs it alone, e.g. "keygc"
   std::string seed;  // "000", "003" or "004": the seed it reproduces
   std::string title;
-  // Runs the experiment and returns its results (the object `NAME --json` prints).
-  std::function<nlohmann::json(const experiment_options&)> run;
-  // Renders those results as a Markdown section body (tables, the seed's numbers beside).
-  std::function<std::string(const nlohmann::json&)> markdown;
+  // Runs the experiment and renders its result.
+  std::function<experiment_output(const experiment_options&)> run;
 };
 
 std::vector<experiment>& experiments();
+
+// For the experiments not yet typed (sanitize, sweep, verity bench): a run that returns
+// JSON and a Markdown renderer that reads it back by key. To be replaced by typed results
+// as keygc's (quiesce/experiments/keygc_compare.hpp).
+inline std::function<experiment_output(const experiment_options&)> rendered_from_json(
+    std::function<nlohmann::json(const experiment_options&)> run,
+    std::function<std::string(const nlohmann::json&)> markdown) {
+  return [run = std::move(run), markdown = std::move(markdown)](const experiment_options& o) {
+    nlohmann::json j = run(o);
+    std::string md = markdown(j);
+    return experiment_output{std::move(j), std::move(md), {}};
+  };
+}
 
 struct experiment_registrar {
   explicit experiment_registrar(experiment e) { experiments().push_back(std::move(e)); }

@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "quiesce/cyclic_probe.hpp"
 #include "quiesce/histogram.hpp"
@@ -52,6 +54,12 @@ struct keygc_result {
   histogram probe_ns;             // probe work item: queue -> start on the collector's CPU pool
   std::uint64_t hog_reports = 0;  // "hogged CPU" lines the watchdog printed
   std::uint64_t executions = 0;
+  // Every measured execution's duration, ns, per phase, in the order they ran (all runs):
+  // the samples behind `unused` and `expired`, for the distribution plot.
+  std::vector<double> unused_exec_ns, expired_exec_ns;
+  // The work-item probe over the measured phases: (ms since the first run started,
+  // queue -> start in us), one point per probe item that ran.
+  std::vector<std::pair<double, double>> probe_series;
   nlohmann::json to_json() const;
 };
 

@@ -1,0 +1,166 @@
+// Plots: the data file, the gnuplot script and gnuplot's run (see plot.hpp).
+#include "quiesce/experiments/plot.hpp"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <spawn.h>
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <stdexcept>
+#include <system_error>
+
+#include "quiesce/file_io.hpp"
+
+extern char** environ;
+
+namespace quiesce::experiments {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+bool valid_name(const std::string& name) {
+  return !name.empty() && std::all_of(name.begin(), name.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-';
+  });
+}
+
+// A gnuplot string literal: single quotes, a quote doubled.
+std::string quoted(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) {
+    out += c;
+    if (c == '\'') out += '\'';
+  }
+  return out + "'";
+}
+
+bool keep(const plot_spec& spec, std::pair<double, double> p) {
+  return (!spec.logx || p.first > 0) && (!spec.logy || p.second > 0);
+}
+
+// The data: one block per series (gnuplot's `index`), two blank lines apart; a series
+// without a drawable point still has its block (a comment), so the indexes stay in order.
+std::string data_text(const plot_spec& spec, std::size_t& drawable) {
+  std::string out = fmt::format("# {}\n", spec.title);
+  drawable = 0;
+  for (std::size_t i = 0; i < spec.series.size(); ++i) {
+    const plot_series& s = spec.series[i];
+    out += fmt::format("{}# series {}: {}\n", i ? "\n\n" : "", i, s.title);
+    for (auto p : s.points) {
+      if (!keep(spec, p)) continue;
+      out += fmt::format("{} {}\n", p.first, p.second);
+      ++drawable;
+    }
+  }
+  return out;
+}
+
+std::string script_text(const plot_spec& spec, const fs::path& png, const fs::path& data) {
+  std::string gp = fmt::format(
+      "set terminal pngcairo size 960,540 noenhanced font 'sans,10'\n"
+      "set output {}\nset title {}\nset xlabel {}\nset ylabel {}\n"
+      "set grid\nset key outside bottom center horizontal\n",
+      quoted(png.string()), quoted(spec.title), quoted(spec.xlabel), quoted(spec.ylabel));
+  if (spec.logx) gp += "set logscale x\n";
+  if (spec.logy) gp += "set logscale y\n";
+  for (std::size_t i = 0; i < spec.marks.size(); ++i) {
+    const plot_mark& m = spec.marks[i];
+    gp += fmt::format(
+        "set arrow {} from first {}, graph 0 to first {}, graph 1 nohead dashtype 2 lc rgb "
+        "'#cc0000'\nset label {} {} at first {}, graph 0.97 left offset 0.5,0 textcolor rgb "
+        "'#cc0000'\n",
+        i + 1, m.x, m.x, i + 1, quoted(m.label), m.x);
+  }
+  std::string plots;
+  for (std::size_t i = 0; i < spec.series.size(); ++i) {
+    const plot_series& s = spec.series[i];
+    if (std::none_of(s.points.begin(), s.points.end(), [&](auto p) { return keep(spec, p); }))
+      continue;
+    plots += fmt::format("{}{} index {} using 1:2 with {} lw 2 title {}", plots.empty() ? "" : ", ",
+                         quoted(data.string()), i, s.style, quoted(s.title));
+  }
+  return gp + "plot " + plots + "\n";
+}
+
+// Runs `gnuplot SCRIPT`, its stderr into `log`; returns what it printed if it failed.
+std::string run_gnuplot(const fs::path& script, const fs::path& log) {
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 2, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
+  std::string arg0 = "gnuplot", arg1 = script.string();
+  char* argv[] = {arg0.data(), arg1.data(), nullptr};
+  pid_t pid = -1;
+  const int rc = posix_spawnp(&pid, "gnuplot", &actions, nullptr, argv, environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (rc != 0) {
+    std::error_code ignored;
+    fs::remove(log, ignored);
+    return rc == ENOENT ? "gnuplot is not installed (Debian: gnuplot-nox)"
+                        : fmt::format("cannot start gnuplot: {}", std::strerror(rc));
+  }
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  std::string printed;
+  try {
+    printed = read_file(log, 64 * 1024);
+  } catch (const std::exception&) {
+  }
+  std::error_code ignored;
+  fs::remove(log, ignored);
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return {};
+  while (!printed.empty() && (printed.back() == '\n' || printed.back() == ' '))
+    printed.pop_back();
+  return fmt::format("gnuplot failed ({}): {}",
+                     WIFEXITED(status) ? fmt::format("exit {}", WEXITSTATUS(status))
+                                       : fmt::format("signal {}", WTERMSIG(status)),
+                     printed.empty() ? "no message" : printed);
+}
+
+}  // namespace
+
+written_plot write_plot(const fs::path& dir, const plot_spec& spec) {
+  if (!valid_name(spec.name)) {
+    throw std::invalid_argument(fmt::format("plot name '{}': use a-z, 0-9 and '-'", spec.name));
+  }
+  std::size_t drawable = 0;
+  const std::string data = data_text(spec, drawable);
+  if (drawable == 0) {
+    throw std::invalid_argument(fmt::format("plot '{}': no point to draw", spec.name));
+  }
+  fs::create_directories(dir);
+  written_plot out{dir / (spec.name + ".png"), dir / (spec.name + ".dat"), spec.caption};
+  const fs::path script = dir / (spec.name + ".gp");
+  write_file_atomically(out.data, {data});
+  write_file_atomically(script, {script_text(spec, out.png, out.data)});
+  if (const std::string why = run_gnuplot(script, dir / (spec.name + ".gnuplot.log"));
+      !why.empty()) {
+    throw std::runtime_error(fmt::format("plot '{}': {}", spec.name, why));
+  }
+  return out;
+}
+
+std::string plot_markdown(const written_plot& plot, const fs::path& report_dir) {
+  const fs::path rel = plot.png.lexically_proximate(report_dir);
+  return fmt::format("![{}]({})\n\n*{}*\n\n", plot.png.stem().string(), rel.string(), plot.caption);
+}
+
+std::vector<std::pair<double, double>> cdf_points(std::vector<double> samples, double scale,
+                                                  std::size_t max_points) {
+  std::vector<std::pair<double, double>> out;
+  if (samples.empty() || max_points == 0) return out;
+  std::sort(samples.begin(), samples.end());
+  const std::size_t n = samples.size();
+  const std::size_t points = std::min(n, std::max<std::size_t>(max_points, 2));
+  for (std::size_t k = 0; k < points; ++k) {
+    const std::size_t i = points == 1 ? n - 1 : k * (n - 1) / (points - 1);
+    out.emplace_back(samples[i] * scale, static_cast<double>(i + 1) / static_cast<double>(n));
+  }
+  return out;
+}
+
+}  // namespace quiesce::experiments
