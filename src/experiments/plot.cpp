@@ -70,8 +70,8 @@ std::string script_text(const plot_spec& spec, const fs::path& png, const fs::pa
     const plot_mark& m = spec.marks[i];
     gp += fmt::format(
         "set arrow {} from first {}, graph 0 to first {}, graph 1 nohead dashtype 2 lc rgb "
-        "'#cc0000'\nset label {} {} at first {}, graph 0.97 left offset 0.5,0 textcolor rgb "
-        "'#cc0000'\n",
+        "'#cc0000'\nset label {} {} at first {}, graph 0.5 center rotate by 90 offset -1,0 "
+        "textcolor rgb '#cc0000'\n",
         i + 1, m.x, m.x, i + 1, quoted(m.label), m.x);
   }
   std::string plots;
