@@ -1,6 +1,6 @@
-// quiesce/sanitize.hpp - seed 003: a page-sanitizing loop on a thread registered with the
-// RCU Tasks domain, and the boot whose trampoline attach (a Tasks rcu_synchronize) waits
-// for it unless the loop reports quiescent states.
+// quiesce/sanitize.hpp - seed 003's page-sanitizing loop, for a thread registered with the
+// RCU Tasks domain: a Tasks grace period waits for it unless the loop reports quiescent
+// states. (The boot experiment that shows it is in src/experiments, sanitize_boot.hpp.)
 //
 // The sanitizer owns real memory: `pages` 4 KiB pages, all dirty at first. Sanitizing a
 // page clears and verifies it (`passes` times: the cost is memory bandwidth, not a sleep).
@@ -90,34 +90,5 @@ class page_sanitizer {
 // How many clear+verify passes per page make `pages` pages take about `target` here
 // (measured now on a sample).
 unsigned calibrate_passes(std::size_t pages, std::chrono::nanoseconds target);
-
-// ---- The boot experiment (seed 003) ----
-
-struct boot_options {
-  sanitizer_options sanitizer;
-  int steps_before = 3;  // boot steps before the trampoline attach
-  int steps_after = 3;
-  std::chrono::nanoseconds step_work = std::chrono::milliseconds(2);  // CPU work per step
-  // Stall-detector thresholds for the run (the kernel's 10 s / 10 min / 120 s, scaled).
-  std::chrono::nanoseconds info = std::chrono::milliseconds(250);
-  std::chrono::nanoseconds stall = std::chrono::seconds(1);
-  std::chrono::nanoseconds hung = std::chrono::seconds(2);
-};
-
-struct boot_result {
-  qs_policy policy = qs_policy::tasks_qs;
-  double waiter_ms = 0;  // the trampoline attach: rcu_synchronize(rcu_tasks_domain())
-  double boot_ms = 0;    // first step to last
-  double sanitize_ms = 0;
-  std::size_t pages = 0;
-  double pages_per_s = 0;
-  std::uint64_t stall_reports = 0;   // watchdog reports about it: info, stall, hung waiter
-  std::vector<std::string> reports;  // their lines, as printed (holdout lines included)
-};
-
-// Runs the sanitizer on a thread named "ksgxd" (online in the Tasks domain) and, meanwhile,
-// a boot on a thread named "systemd" whose attach step waits for a Tasks grace period.
-// Sets the watchdog's RCU thresholds to the options' for the run (restored after).
-boot_result run_boot(const boot_options& options);
 
 }  // namespace quiesce::sanitize

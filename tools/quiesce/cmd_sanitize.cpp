@@ -5,6 +5,8 @@
 #include <cmath>
 
 #include "number_option.hpp"
+#include "plot_option.hpp"
+#include "quiesce/experiments/sanitize_boot.hpp"
 #include "quiesce/sanitize.hpp"
 #include "quiesce/summary.hpp"
 #include "registry.hpp"
@@ -13,8 +15,9 @@
 namespace quiesce::cli {
 namespace {
 
-using sanitize::boot_options;
-using sanitize::boot_result;
+using experiments::boot_options;
+using experiments::boot_result;
+using experiments::sanitize_comparison_result;
 using sanitize::qs_policy;
 
 struct sanitize_cli {
@@ -24,37 +27,8 @@ struct sanitize_cli {
   double fail_share = 0.01;
   bool compare = false;
   bool json = false;
+  std::string plot_dir;
 };
-
-nlohmann::json result_json(const boot_result& r) {
-  return {{"qs", sanitize::to_string(r.policy)},
-          {"waiter_ms", r.waiter_ms},
-          {"boot_ms", r.boot_ms},
-          {"sanitize_ms", r.sanitize_ms},
-          {"pages", r.pages},
-          {"pages_per_s", r.pages_per_s},
-          {"stall_reports", r.stall_reports}};
-}
-
-std::string result_text(const boot_result& r, const boot_options& o) {
-  std::string out = fmt::format(
-      "qs policy {}: trampoline attach (Tasks rcu_synchronize) waited {:.3f} ms; boot {:.3f} ms; "
-      "sanitizer {:.3f} ms, {} pages, {:.0f} pages/s; {} watchdog reports\n",
-      sanitize::to_string(r.policy), r.waiter_ms, r.boot_ms, r.sanitize_ms, r.pages, r.pages_per_s,
-      r.stall_reports);
-  for (const auto& line : r.reports)
-    out += "  " + line + "\n";
-  (void)o;
-  return out;
-}
-
-nlohmann::json compare_json(const boot_result& base, const boot_result& patched) {
-  return {{"baseline", result_json(base)},
-          {"patched", result_json(patched)},
-          {"waiter_drop_pct", drop_pct(base.waiter_ms, patched.waiter_ms)},
-          {"boot_drop_pct", drop_pct(base.boot_ms, patched.boot_ms)},
-          {"sanitize_slowdown_pct", -drop_pct(base.sanitize_ms, patched.sanitize_ms)}};
-}
 
 boot_options options_for(const sanitize_cli& o, qs_policy policy, unsigned passes) {
   boot_options b;
@@ -107,73 +81,38 @@ const command_registrar sanitize_command{
        sub->add_flag("--compare", o->compare,
                      "resched (the bug) vs tasks-qs (the fix), one process");
        sub->add_flag("--json", o->json, "One JSON object on stdout");
+       add_plot_option(sub, o->plot_dir);
        sub->callback(traced(sub, [o] {
          validate(*o);
          const unsigned passes = calibrated(*o);
          if (o->compare) {
            const boot_options bo = options_for(*o, qs_policy::resched, passes);
-           const boot_result base = sanitize::run_boot(bo);
-           const boot_result patched =
-               sanitize::run_boot(options_for(*o, qs_policy::tasks_qs, passes));
-           if (o->json) {
-             fmt::print("{}\n", compare_json(base, patched).dump(2));
-             return;
-           }
-           const nlohmann::json c = compare_json(base, patched);
-           fmt::print(
-               "{}{}{}\nBefore fixed: boot time {:.3f} ms, trampoline attach waited {:.3f} ms\n"
-               "After fixed:  boot time {:.3f} ms, trampoline attach waited {:.3f} ms\n"
-               "-> waiter latency -{:.1f}%, boot time -{:.1f}%, sanitizer {:.2f}% {} "
-               "(seed: boot 50 s -> 10.7 s)\n",
-               thresholds(bo), result_text(base, bo), result_text(patched, bo), base.boot_ms,
-               base.waiter_ms, patched.boot_ms, patched.waiter_ms,
-               c["waiter_drop_pct"].get<double>(), c["boot_drop_pct"].get<double>(),
-               std::abs(c["sanitize_slowdown_pct"].get<double>()),
-               c["sanitize_slowdown_pct"].get<double>() >= 0 ? "slower" : "faster");
+           sanitize_comparison_result c;
+           c.baseline = experiments::run_boot(bo);
+           c.patched = experiments::run_boot(options_for(*o, qs_policy::tasks_qs, passes));
+           fmt::print("{}", o->json ? c.to_json().dump(2) + "\n" : thresholds(bo) + c.text());
+           write_plots(o->plot_dir, c.plots());
            return;
          }
          const boot_options bo = options_for(*o, sanitize::parse_qs_policy(o->qs), passes);
-         const boot_result r = sanitize::run_boot(bo);
-         if (o->json) {
-           fmt::print("{}\n", result_json(r).dump(2));
-         } else {
-           fmt::print("{}{}", thresholds(bo), result_text(r, bo));
-         }
+         const boot_result r = experiments::run_boot(bo);
+         fmt::print("{}", o->json ? r.to_json().dump(2) + "\n" : thresholds(bo) + r.text());
+         write_plots(o->plot_dir, experiments::boot_plots({&r}));
        }));
      }}};
 
 const experiment_registrar sanitize_experiment{
     {"sanitize", "003", "EPC sanitization: cond_resched() vs cond_resched_tasks_qs()",
-     rendered_from_json(
-         [](const experiment_options& opt) {
-           sanitize_cli o;
-           o.seconds = opt.quick ? 1.0 : 3.0;
-           o.pages = opt.quick ? 8192 : 32768;
-           const unsigned passes = calibrated(o);
-           const boot_result base = sanitize::run_boot(options_for(o, qs_policy::resched, passes));
-           const boot_result patched =
-               sanitize::run_boot(options_for(o, qs_policy::tasks_qs, passes));
-           return compare_json(base, patched);
-         },
-         [](const nlohmann::json& j) {
-           auto row = [](const char* name, const nlohmann::json& r) {
-             return fmt::format("| {} ({}) | {:.1f} | {:.1f} | {:.1f} | {:.0f} | {} |\n", name,
-                                r["qs"].get<std::string>(), r["waiter_ms"].get<double>(),
-                                r["boot_ms"].get<double>(), r["sanitize_ms"].get<double>(),
-                                r["pages_per_s"].get<double>(), r["stall_reports"].get<int>());
-           };
-           std::string md =
-               "| run | waiter ms | boot ms | sanitizer ms | pages/s | watchdog reports |\n"
-               "|---|---|---|---|---|---|\n";
-           md += row("before", j["baseline"]) + row("after", j["patched"]);
-           const double slow = j["sanitize_slowdown_pct"].get<double>();
-           md += fmt::format(
-               "\nOurs: waiter latency -{:.1f}%, boot time -{:.1f}%, sanitizer {:.2f}% {} "
-               "with a quiescent state per page (seed: boot 50 s -> 10.7 s, -79%).\n\n",
-               j["waiter_drop_pct"].get<double>(), j["boot_drop_pct"].get<double>(), std::abs(slow),
-               slow >= 0 ? "slower" : "faster");
-           return md;
-         })}};
+     [](const experiment_options& opt) {
+       sanitize_cli o;
+       o.seconds = opt.quick ? 1.0 : 3.0;
+       o.pages = opt.quick ? 8192 : 32768;
+       const unsigned passes = calibrated(o);
+       sanitize_comparison_result c;
+       c.baseline = experiments::run_boot(options_for(o, qs_policy::resched, passes));
+       c.patched = experiments::run_boot(options_for(o, qs_policy::tasks_qs, passes));
+       return experiment_output{c.to_json(), c.markdown(), c.plots()};
+     }}};
 
 }  // namespace
 }  // namespace quiesce::cli

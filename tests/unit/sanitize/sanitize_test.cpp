@@ -1,4 +1,5 @@
 #include "quiesce/sanitize.hpp"
+#include "quiesce/experiments/sanitize_boot.hpp"
 
 #include <gtest/gtest.h>
 
@@ -146,13 +147,15 @@ TEST(SanitizerTasks, CondReschedAloneDoesNotHelp) {
 }
 
 TEST(Boot, ReportsTheWaiterBootAndSanitizer) {
+  using experiments::boot_options;
+  using experiments::boot_result;
   boot_options o;
   o.sanitizer.pages = 4000;
   o.sanitizer.policy = qs_policy::tasks_qs;
   o.steps_before = 1;
   o.steps_after = 1;
   o.step_work = 1ms;
-  const boot_result r = run_boot(o);
+  const boot_result r = experiments::run_boot(o);
   EXPECT_GE(r.pages, 4000u);  // the first pass, plus the retries of left-dirty pages
   EXPECT_GT(r.pages_per_s, 0);
   EXPECT_GE(r.boot_ms, r.waiter_ms);

@@ -1,0 +1,77 @@
+// Seed 003's experiment: the page sanitizer (quiesce/sanitize.hpp) on a thread registered
+// with RCU Tasks, and meanwhile a boot whose trampoline attach (register_ftrace_direct ->
+// synchronize_rcu_tasks) waits for a Tasks grace period - with cond_resched() (the bug)
+// and cond_resched_tasks_qs() (the fix). Typed results; text, Markdown, JSON and plots
+// are renderings.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "quiesce/experiments/plot.hpp"
+#include "quiesce/sanitize.hpp"
+
+namespace quiesce::experiments {
+
+struct boot_options {
+  sanitize::sanitizer_options sanitizer;
+  int steps_before = 3;  // boot steps before the trampoline attach
+  int steps_after = 3;
+  std::chrono::nanoseconds step_work = std::chrono::milliseconds(2);  // CPU work per step
+  // Stall-detector thresholds for the run (the kernel's 10 s / 10 min / 120 s, scaled).
+  std::chrono::nanoseconds info = std::chrono::milliseconds(250);
+  std::chrono::nanoseconds stall = std::chrono::seconds(1);
+  std::chrono::nanoseconds hung = std::chrono::seconds(2);
+  // How often the sanitizer's progress is sampled for the plot.
+  std::chrono::nanoseconds sample_every = std::chrono::milliseconds(2);
+};
+
+struct boot_result {
+  sanitize::qs_policy policy = sanitize::qs_policy::tasks_qs;
+  double waiter_ms = 0;  // the trampoline attach: rcu_synchronize(rcu_tasks_domain())
+  double boot_ms = 0;    // first step to last
+  double sanitize_ms = 0;
+  std::size_t pages = 0;
+  double pages_per_s = 0;
+  std::uint64_t stall_reports = 0;   // watchdog reports about it: info, stall, hung waiter
+  std::vector<std::string> reports;  // their lines, as printed (holdout lines included)
+  // The time line, ms since the boot started: when the attach began waiting, the
+  // sanitizer's progress (page operations done, % of the pages; the second pass over
+  // left-dirty pages goes past 100), and when each report was first seen (within one
+  // sampling period).
+  double attach_at_ms = 0;
+  std::vector<std::pair<double, double>> progress;
+  std::vector<double> report_at_ms;
+  nlohmann::json to_json() const;  // {"qs", "waiter_ms", "boot_ms", "sanitize_ms", "pages",
+                                   //  "pages_per_s", "stall_reports"} and the time line
+  std::string text() const;
+};
+
+// Runs the sanitizer on a thread named "ksgxd" (online in the Tasks domain) and, meanwhile,
+// a boot on a thread named "systemd" whose attach step waits for a Tasks grace period.
+// Sets the watchdog's RCU thresholds to the options' for the run (restored after).
+boot_result run_boot(const boot_options& options);
+
+// The bug against the fix, same pages and page cost.
+struct sanitize_comparison_result {
+  boot_result baseline, patched;  // cond_resched(), cond_resched_tasks_qs()
+  double waiter_drop_pct() const;
+  double boot_drop_pct() const;
+  double sanitize_slowdown_pct() const;
+  nlohmann::json to_json() const;  // {"baseline", "patched", "waiter_drop_pct",
+                                   //  "boot_drop_pct", "sanitize_slowdown_pct"}
+  std::string text() const;
+  std::string markdown() const;
+  // The sanitizer's progress over the boot, both policies, with each attach's wait and
+  // the stall reports marked.
+  std::vector<plot_spec> plots() const;
+};
+
+// The plots of one or two boots.
+std::vector<plot_spec> boot_plots(const std::vector<const boot_result*>& boots);
+
+}  // namespace quiesce::experiments
