@@ -58,6 +58,8 @@ std::string data_text(const plot_spec& spec, std::size_t& drawable) {
   return out;
 }
 
+// Paths in the script are file names: gnuplot runs in the plot's directory, so the three
+// files can be moved together and drawn again with `gnuplot NAME.gp`.
 std::string script_text(const plot_spec& spec, const fs::path& png, const fs::path& data) {
   std::string gp = fmt::format(
       "set terminal pngcairo size 960,540 noenhanced font 'sans,10'\n"
@@ -85,13 +87,15 @@ std::string script_text(const plot_spec& spec, const fs::path& png, const fs::pa
   return gp + "plot " + plots + "\n";
 }
 
-// Runs `gnuplot SCRIPT`, its stderr into `log`; returns what it printed if it failed.
-std::string run_gnuplot(const fs::path& script, const fs::path& log) {
+// Runs `gnuplot SCRIPT` in `dir`, its stderr into `log`; returns what it printed if it
+// failed.
+std::string run_gnuplot(const fs::path& dir, const fs::path& script, const fs::path& log) {
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addchdir_np(&actions, dir.c_str());
   posix_spawn_file_actions_addopen(&actions, 2, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
   posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
-  std::string arg0 = "gnuplot", arg1 = script.string();
+  std::string arg0 = "gnuplot", arg1 = script.filename().string();
   char* argv[] = {arg0.data(), arg1.data(), nullptr};
   pid_t pid = -1;
   const int rc = posix_spawnp(&pid, "gnuplot", &actions, nullptr, argv, environ);
@@ -136,8 +140,9 @@ written_plot write_plot(const fs::path& dir, const plot_spec& spec) {
   written_plot out{dir / (spec.name + ".png"), dir / (spec.name + ".dat"), spec.caption};
   const fs::path script = dir / (spec.name + ".gp");
   write_file_atomically(out.data, {data});
-  write_file_atomically(script, {script_text(spec, out.png, out.data)});
-  if (const std::string why = run_gnuplot(script, dir / (spec.name + ".gnuplot.log"));
+  write_file_atomically(script, {script_text(spec, out.png.filename(), out.data.filename())});
+  const fs::path where = fs::absolute(dir);
+  if (const std::string why = run_gnuplot(where, script, where / (spec.name + ".gnuplot.log"));
       !why.empty()) {
     throw std::runtime_error(fmt::format("plot '{}': {}", spec.name, why));
   }

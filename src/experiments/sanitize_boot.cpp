@@ -201,10 +201,11 @@ std::vector<plot_spec> sanitize_comparison_result::plots() const {
 std::vector<plot_spec> boot_plots(const std::vector<const boot_result*>& boots) {
   plot_spec p{.name = "sanitize-boot",
               .title = "Seed 003: the trampoline attach's wait against the sanitizer's progress",
-              .caption = "The sanitizer's progress over the boot (lines) and the attach's "
-                         "synchronize_rcu_tasks() wait (the bar at the top): with "
-                         "cond_resched() the wait ends only when the loop does, with "
-                         "cond_resched_tasks_qs() at once. Dashed lines: stall reports.",
+              .caption =
+                  "The sanitizer's progress over the boot (lines) and the attach's "
+                  "synchronize_rcu_tasks() wait (the bar at the top): with "
+                  "cond_resched() the wait ends only when the loop does, with "
+                  "cond_resched_tasks_qs() at once. Dashed lines: stall reports.",
               .xlabel = "time since the boot started, ms",
               .ylabel = "page operations done, % of the pages",
               .logx = false,
