@@ -254,6 +254,36 @@ TEST_F(Plots, SanitizePlotsTheTimeLineItReports) {
   }
 }
 
+// verity bench --plot: the CDFs are the JSON's queue_to_start_cdf, the run-delay lines its
+// per-run figures.
+TEST_F(Plots, VerityBenchPlotsTheLatenciesAndRunDelaysItReports) {
+  std::string out;
+  ASSERT_EQ(
+      run("verity bench --file-mib 4 --seconds 0.2 --runs 2 --json --plot " + (dir_ / "p").string(),
+          out),
+      0);
+  const auto j = nlohmann::json::parse(out);
+  expect_png(dir_ / "p/verity-queue-to-start.png");
+  expect_png(dir_ / "p/verity-run-delay.png");
+  const auto cdf = data_blocks(dir_ / "p/verity-queue-to-start.dat");
+  const auto delay = data_blocks(dir_ / "p/verity-run-delay.dat");
+  ASSERT_EQ(cdf.size(), 2u);
+  ASSERT_EQ(delay.size(), 2u);
+  int i = 0;
+  for (const char* side : {"unbound", "bound"}) {
+    const auto reported = json_points(j[side]["queue_to_start_cdf"]);
+    ASSERT_FALSE(reported.empty()) << side;
+    EXPECT_DOUBLE_EQ(reported.back().second, 1.0) << side;
+    expect_same_points(cdf[i], reported, std::string(side) + " CDF");
+    points runs;
+    double run = 1;
+    for (const auto& v : j["run_delay_ms"][side]["runs"])
+      runs.emplace_back(run++, v.get<double>());
+    expect_same_points(delay[i], runs, std::string(side) + " run delays");
+    ++i;
+  }
+}
+
 // The report draws every experiment's plots beside report.md and links each one.
 TEST_F(Plots, ReportLinksEveryPlotItDrew) {
   std::string out;
@@ -270,11 +300,12 @@ TEST_F(Plots, ReportLinksEveryPlotItDrew) {
     expect_png(report / target);
     EXPECT_TRUE(fs::exists(report / (target.substr(0, target.size() - 4) + ".dat"))) << target;
   }
-  for (const char* name : {"keygc-executions", "keygc-probe", "sweep-keygc-variance",
-                           "sweep-keygc-total", "sanitize-boot"}) {
+  for (const char* name :
+       {"keygc-executions", "keygc-probe", "sweep-keygc-variance", "sweep-keygc-total",
+        "sanitize-boot", "verity-queue-to-start", "verity-run-delay"}) {
     EXPECT_NE(md.find(std::string("(") + name + ".png)"), std::string::npos) << name;
   }
-  EXPECT_GE(links, 5u);
+  EXPECT_GE(links, 7u);
 }
 
 }  // namespace
