@@ -62,11 +62,23 @@ std::string data_text(const plot_spec& spec, std::size_t& drawable) {
 // files can be moved together and drawn again with `gnuplot NAME.gp`.
 std::string script_text(const plot_spec& spec, const fs::path& png, const fs::path& data) {
   std::string gp = fmt::format(
-      "set terminal pngcairo size 960,540 noenhanced font 'sans,10'\n"
+      "set terminal pngcairo size 960,{} noenhanced font 'sans,10'\n"
       "set output {}\nset title {}\nset xlabel {}\nset ylabel {}\n"
-      "set grid\nset key outside bottom center horizontal\n",
-      quoted(png.string()), quoted(spec.title), quoted(spec.xlabel), quoted(spec.ylabel));
+      "set grid\nset key {}\n",
+      spec.height, quoted(png.string()), quoted(spec.title), quoted(spec.xlabel),
+      quoted(spec.ylabel),
+      spec.xtics.empty() ? "outside bottom center horizontal" : "inside top left vertical opaque");
   if (spec.logx) gp += "set logscale x\n";
+  if (!spec.xtics.empty()) {
+    std::string tics;
+    for (const auto& [x, label] : spec.xtics)
+      tics += fmt::format("{}{} {}", tics.empty() ? "" : ", ", quoted(label), x);
+    gp += fmt::format("set xtics rotate by -90 left font ',8' ({})\nset bmargin 30\n", tics);
+  }
+  if (std::any_of(spec.series.begin(), spec.series.end(),
+                  [](const plot_series& s) { return s.style == "boxes"; })) {
+    gp += "set style fill solid 0.6 border -1\nset boxwidth 0.35\n";
+  }
   if (spec.logy) gp += "set logscale y\n";
   for (std::size_t i = 0; i < spec.marks.size(); ++i) {
     const plot_mark& m = spec.marks[i];

@@ -1,18 +1,21 @@
 // quiesce bench peers - the runtime against the libraries a user would pick instead
-// (peers.hpp): the ratio table, and how quiesce's cost grows with work.
+// (quiesce/experiments/peers.hpp): the ratio table, and how quiesce's cost grows with work.
 #include <fmt/format.h>
 
 #include "number_option.hpp"
-#include "peers.hpp"
+#include "plot_option.hpp"
+#include "quiesce/experiments/peers.hpp"
 #include "registry.hpp"
 
 namespace quiesce::cli {
+using namespace quiesce::experiments;
 namespace {
 
 struct bench_options {
   peers_options peers;
   bool json = false;
   bool quick = false;
+  std::string plot_dir;
 };
 
 const command_registrar bench_command{
@@ -30,6 +33,7 @@ const command_registrar bench_command{
        peers->add_flag("--quick", opt->quick,
                        "Only the ratio table (not how throughput and latency grow with work)");
        peers->add_flag("--json", opt->json, "Print the results as one JSON object on stdout");
+       add_plot_option(peers, opt->plot_dir);
        peers->callback([opt] {
          opt->peers.growth = !opt->quick;
          const peers_result r = run_peers(opt->peers);
@@ -38,6 +42,7 @@ const command_registrar bench_command{
          } else {
            fmt::print("{}", peers_markdown(r));
          }
+         write_plots(opt->plot_dir, peers_plots(r));
        });
      }}};
 

@@ -11,9 +11,9 @@
 #include <system_error>
 
 #include "machine.hpp"
-#include "peers.hpp"
 #include "progress.hpp"
 #include "quiesce/clock.hpp"
+#include "quiesce/experiments/peers.hpp"
 #include "quiesce/file_io.hpp"
 #include "quiesce/version.hpp"
 #include "registry.hpp"
@@ -21,6 +21,7 @@
 #include "trace_session.hpp"
 
 namespace quiesce::cli {
+using namespace quiesce::experiments;
 namespace {
 
 namespace fs = std::filesystem;
@@ -127,6 +128,7 @@ int run_report(const report_options& opt) {
       const peers_result r = run_peers(popt);
       results["runtime_vs_peers"] = to_json(r);
       md += peers_markdown(r) + "\n";
+      md += plots_markdown(opt.out, peers_plots(r), results["failed"], "runtime_vs_peers");
     } catch (const std::exception& ex) {
       results["failed"]["runtime_vs_peers"] = ex.what();
       md += fmt::format("FAILED: {}\n\n", ex.what());

@@ -13,7 +13,7 @@ namespace quiesce::experiments {
 struct plot_series {
   std::string title;
   std::vector<std::pair<double, double>> points;  // (x, y)
-  std::string style = "lines";                    // gnuplot's: lines, points, linespoints
+  std::string style = "lines";                    // gnuplot's: lines, points, linespoints, boxes
 };
 
 // A vertical mark at x with a label (the chosen chunk size, a stall report).
@@ -30,6 +30,9 @@ struct plot_spec {
   bool logx = false, logy = false;  // points <= 0 on a log axis are left out (and counted)
   std::vector<plot_series> series;
   std::vector<plot_mark> marks;
+  // Labels for x positions (a category axis, e.g. one bar per metric); empty: numbers.
+  std::vector<std::pair<double, std::string>> xtics = {};
+  int height = 540;  // pixels (the width is 960)
 };
 
 struct written_plot {

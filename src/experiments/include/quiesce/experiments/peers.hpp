@@ -12,7 +12,9 @@
 #include <string>
 #include <vector>
 
-namespace quiesce::cli {
+#include "quiesce/experiments/plot.hpp"
+
+namespace quiesce::experiments {
 
 // One runtime's repetitions of one measurement.
 struct sample_set {
@@ -78,5 +80,8 @@ peers_result run_peers(const peers_options& options);
 
 nlohmann::json to_json(const peers_result& result);
 std::string peers_markdown(const peers_result& result);
+// quiesce against the best peer per metric (one bar each, the goal line at 1), and, when
+// measured, how quiesce's throughput grows with the number of items.
+std::vector<plot_spec> peers_plots(const peers_result& result);
 
-}  // namespace quiesce::cli
+}  // namespace quiesce::experiments

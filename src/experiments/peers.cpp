@@ -1,6 +1,6 @@
 // The runtime-vs-peers comparison (peers.hpp): which benchmark answers which row, running
 // the benchmark programs, reading their JSON, and the renderings.
-#include "peers.hpp"
+#include "quiesce/experiments/peers.hpp"
 
 #include <fcntl.h>
 #include <fmt/format.h>
@@ -21,7 +21,7 @@
 
 extern char** environ;
 
-namespace quiesce::cli {
+namespace quiesce::experiments {
 
 namespace fs = std::filesystem;
 
@@ -459,4 +459,56 @@ std::string peers_markdown(const peers_result& r) {
   return md;
 }
 
-}  // namespace quiesce::cli
+std::vector<plot_spec> peers_plots(const peers_result& r) {
+  plot_spec ratios{.name = "peers-ratio",
+                   .title = "The runtime against the best peer, per metric",
+                   .caption =
+                       "quiesce's median against the best peer's for each metric "
+                       "(throughput ours / theirs, latency and cost theirs / ours): a bar "
+                       "above the line at 1 is a metric where quiesce is at least as good.",
+                   .xlabel = "",
+                   .ylabel = "ratio to the best peer (log)",
+                   .logx = false,
+                   .logy = true,
+                   .series = {},
+                   .marks = {},
+                   .xtics = {},
+                   .height = 900};
+  plot_series met{"goal met", {}, "boxes"}, missed{"goal not met", {}, "boxes"};
+  plot_series goal{"1 = as good as the best peer", {}, "lines"};
+  for (std::size_t i = 0; i < r.rows.size(); ++i) {
+    const peer_row& row = r.rows[i];
+    const auto x = static_cast<double>(i + 1);
+    (row.meets_goal() ? met : missed).points.emplace_back(x, row.ratio());
+    ratios.xtics.emplace_back(x, fmt::format("{} vs {}", row.metric, row.best_peer().runtime));
+  }
+  goal.points = {{0.5, 1.0}, {static_cast<double>(r.rows.size()) + 0.5, 1.0}};
+  ratios.series = {met, missed, goal};
+  std::vector<plot_spec> out = {ratios};
+  if (!r.scaling.empty()) {
+    plot_spec growth{.name = "peers-scaling",
+                     .title = "quiesce: throughput by the number of items queued",
+                     .caption =
+                         "Items per second from one poster as the amount of work grows "
+                         "(median of the repetitions): the cost per item should not grow.",
+                     .xlabel = "items (log)",
+                     .ylabel = "M items/s",
+                     .logx = true,
+                     .logy = false,
+                     .series = {},
+                     .marks = {}};
+    std::map<std::string, plot_series> by_queue;
+    for (const scaling_row& s : r.scaling) {
+      plot_series& series = by_queue[s.queue];
+      series.title = s.queue;
+      series.style = "linespoints";
+      series.points.emplace_back(static_cast<double>(s.items), s.throughput.median());
+    }
+    for (auto& [queue, series] : by_queue)
+      growth.series.push_back(std::move(series));
+    out.push_back(std::move(growth));
+  }
+  return out;
+}
+
+}  // namespace quiesce::experiments
