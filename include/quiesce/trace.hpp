@@ -27,6 +27,9 @@ inline constexpr const char* workqueue_execute_start = "workqueue_execute_start"
 inline constexpr const char* workqueue_execute_end = "workqueue_execute_end";
 inline constexpr const char* rcu_grace_period_start = "rcu_grace_period_start";
 inline constexpr const char* rcu_grace_period_end = "rcu_grace_period_end";
+// A line logged (quiesce/log.hpp; debug excepted) - the watchdog's lockup, hog and stall
+// reports among them - as an instant event named like the kernel's printk:console.
+inline constexpr const char* console = "console";
 
 // Chrome trace phases: begin/end of a span on one thread, an instant, a complete span
 // (begin + duration), a counter value.
@@ -44,6 +47,10 @@ struct event {
   const char* str2_val = nullptr;  // e.g. "events"
   const char* num_key = nullptr;   // e.g. "work"
   std::uint64_t num_val = 0;
+  const char* num2_key = nullptr;  // e.g. "pool"
+  std::uint64_t num2_val = 0;
+  const char* num3_key = nullptr;  // e.g. "cpu"
+  std::uint64_t num3_val = 0;
   phase ph = phase::instant;
   int tid = 0;  // filled in by snapshot()
 };

@@ -8,6 +8,7 @@
 
 #include "never_destroyed.hpp"
 #include "quiesce/clock.hpp"
+#include "quiesce/trace.hpp"
 
 namespace quiesce {
 
@@ -68,7 +69,30 @@ const char* to_string(log_level level) noexcept {
   return "?";
 }
 
+namespace {
+
+// A logged line (debug excepted) as a trace instant (the first line; the kernel's
+// printk:console), so a lockup, hog or stall report shows on the timeline where it happened. Before the log lock:
+// intern() takes the trace's own lock.
+void trace_console(log_level level, std::string_view message) noexcept {
+  if (!trace::enabled() || level == log_level::debug) return;
+  try {
+    const std::string_view first = message.substr(0, message.find('\n'));
+    trace::emit({.ts_ns = now_ns(),
+                 .name = trace::console,
+                 .category = "log",
+                 .str_key = "msg",
+                 .str_val = trace::intern(first),
+                 .str2_key = "level",
+                 .str2_val = to_string(level)});
+  } catch (...) {  // no memory for the copy: the line is still logged, not traced
+  }
+}
+
+}  // namespace
+
 void log(log_level level, std::string_view message) {
+  trace_console(level, message);
   log_state& s = state();
   std::lock_guard guard(s.lock);
   std::size_t start = 0;

@@ -34,10 +34,11 @@ namespace {
 // release even; reader: acquire seq, data, acquire fence, seq again).
 struct slot {
   std::atomic<std::uint64_t> seq{0};
-  std::atomic<std::uint64_t> ts{0}, dur{0}, num_val{0};
+  std::atomic<std::uint64_t> ts{0}, dur{0}, num_val{0}, num2_val{0}, num3_val{0};
   std::atomic<const char*> name{nullptr}, category{nullptr};
   std::atomic<const char*> str_key{nullptr}, str_val{nullptr};
   std::atomic<const char*> str2_key{nullptr}, str2_val{nullptr}, num_key{nullptr};
+  std::atomic<const char*> num2_key{nullptr}, num3_key{nullptr};
   std::atomic<char> ph{'i'};
 };
 
@@ -64,6 +65,10 @@ struct ring {
     s.str2_key.store(e.str2_key, std::memory_order_relaxed);
     s.str2_val.store(e.str2_val, std::memory_order_relaxed);
     s.num_key.store(e.num_key, std::memory_order_relaxed);
+    s.num2_key.store(e.num2_key, std::memory_order_relaxed);
+    s.num2_val.store(e.num2_val, std::memory_order_relaxed);
+    s.num3_key.store(e.num3_key, std::memory_order_relaxed);
+    s.num3_val.store(e.num3_val, std::memory_order_relaxed);
     s.ph.store(static_cast<char>(e.ph), std::memory_order_relaxed);
     s.seq.store(2 * generation + 2, std::memory_order_release);
     head.store(index + 1, std::memory_order_release);
@@ -84,6 +89,10 @@ struct ring {
     out.str2_key = s.str2_key.load(std::memory_order_relaxed);
     out.str2_val = s.str2_val.load(std::memory_order_relaxed);
     out.num_key = s.num_key.load(std::memory_order_relaxed);
+    out.num2_key = s.num2_key.load(std::memory_order_relaxed);
+    out.num2_val = s.num2_val.load(std::memory_order_relaxed);
+    out.num3_key = s.num3_key.load(std::memory_order_relaxed);
+    out.num3_val = s.num3_val.load(std::memory_order_relaxed);
     out.ph = static_cast<phase>(s.ph.load(std::memory_order_relaxed));
     out.tid = tid;
     std::atomic_thread_fence(std::memory_order_acquire);
@@ -219,6 +228,8 @@ std::string chrome_json() {
     if (e.str_key) args[e.str_key] = e.str_val ? e.str_val : "";
     if (e.str2_key) args[e.str2_key] = e.str2_val ? e.str2_val : "";
     if (e.num_key) args[e.num_key] = e.num_val;
+    if (e.num2_key) args[e.num2_key] = e.num2_val;
+    if (e.num3_key) args[e.num3_key] = e.num3_val;
     if (!args.empty()) j["args"] = std::move(args);
     events.push_back(std::move(j));
   }

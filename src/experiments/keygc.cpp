@@ -11,6 +11,7 @@
 #include "quiesce/log.hpp"
 #include "quiesce/thread.hpp"
 #include "quiesce/topology.hpp"
+#include "quiesce/trace.hpp"
 #include "quiesce/watchdog.hpp"
 #include "quiesce/workqueue.hpp"
 
@@ -113,6 +114,13 @@ class probe {
     const std::uint64_t started = now_ns();
     const std::uint64_t waited = started - queued_at_.load(std::memory_order_acquire);
     if (recording_.load(std::memory_order_relaxed) == 0) return;
+    // The probe's wait as a counter track beside the collector's executions.
+    trace::emit({.ts_ns = started,
+                 .name = "keygc probe: queue->start (us)",
+                 .category = "keygc",
+                 .num_key = "us",
+                 .num_val = waited / 1000,
+                 .ph = trace::phase::counter});
     std::lock_guard guard(lock_);
     latency_.record(waited);
     series_.emplace_back(static_cast<double>(started - t0_ns_) / 1e6,

@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <pthread.h>
+#include <sched.h>
 #include <unistd.h>
 
 #include <stdexcept>
@@ -172,6 +173,13 @@ void trace_execute(work& item, pwq& q, bool start) {
   if (start) {
     e.str2_key = "workqueue";
     e.str2_val = q.wq->trace_name;
+    e.num2_key = "pool";
+    e.num2_val = static_cast<std::uint64_t>(q.pool->id);
+    const int cpu = ::sched_getcpu();  // where the worker runs, as the kernel's CPU column
+    if (cpu >= 0) {
+      e.num3_key = "cpu";
+      e.num3_val = static_cast<std::uint64_t>(cpu);
+    }
   }
   trace::emit(e);
 }

@@ -308,6 +308,8 @@ TEST_F(Cli, TraceFilesAreWellFormed) {
                                        "workqueue_execute_end",
                                        "rcu_grace_period_start",
                                        "rcu_grace_period_end",
+                                       "console",
+                                       "keygc probe: queue->start (us)",
                                        "thread_name"};
   std::map<int, int> depth;
   std::map<int, double> last_ts;
