@@ -244,6 +244,23 @@ nlohmann::json ms_list(const std::vector<double>& ns) {
 }
 }  // namespace
 
+void keygc_result::merge(const keygc_result& o) {
+  config.runs += o.config.runs;
+  unused.merge(o.unused);
+  expired.merge(o.expired);
+  unused_latency.merge(o.unused_latency);
+  expired_latency.merge(o.expired_latency);
+  if (probe_policy.empty()) probe_policy = o.probe_policy;
+  probe_ns.merge(o.probe_ns);
+  hog_reports += o.hog_reports;
+  executions += o.executions;
+  unused_exec_ns.insert(unused_exec_ns.end(), o.unused_exec_ns.begin(), o.unused_exec_ns.end());
+  expired_exec_ns.insert(expired_exec_ns.end(), o.expired_exec_ns.begin(), o.expired_exec_ns.end());
+  const double offset = probe_series.empty() ? 0 : probe_series.back().first;
+  for (auto [t, us] : o.probe_series)
+    probe_series.emplace_back(offset + t, us);
+}
+
 summary keygc_result::combined() const {
   summary c = unused;
   c.merge(expired);

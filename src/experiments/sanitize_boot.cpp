@@ -146,38 +146,89 @@ std::string boot_result::text() const {
   return out;
 }
 
+namespace {
+
+double waiter_drop_of(const boot_result& b, const boot_result& p) {
+  return drop_pct(b.waiter_ms, p.waiter_ms);
+}
+double boot_drop_of(const boot_result& b, const boot_result& p) {
+  return drop_pct(b.boot_ms, p.boot_ms);
+}
+double slowdown(const boot_result& b, const boot_result& p) {
+  return -drop_pct(b.sanitize_ms, p.sanitize_ms);
+}
+
+run_spread over_pairs(const sanitize_comparison_result& r,
+                      double (*figure)(const boot_result&, const boot_result&)) {
+  run_spread s;
+  for (std::size_t i = 0; i < r.baseline_runs.size() && i < r.patched_runs.size(); ++i)
+    s.runs.push_back(figure(r.baseline_runs[i], r.patched_runs[i]));
+  return s;
+}
+
+}  // namespace
+
 double sanitize_comparison_result::waiter_drop_pct() const {
-  return drop_pct(baseline.waiter_ms, patched.waiter_ms);
+  return waiter_drop_of(baseline(), patched());
 }
 double sanitize_comparison_result::boot_drop_pct() const {
-  return drop_pct(baseline.boot_ms, patched.boot_ms);
+  return boot_drop_of(baseline(), patched());
 }
 double sanitize_comparison_result::sanitize_slowdown_pct() const {
-  return -drop_pct(baseline.sanitize_ms, patched.sanitize_ms);
+  return slowdown(baseline(), patched());
+}
+run_spread sanitize_comparison_result::waiter_drop() const {
+  return over_pairs(*this, waiter_drop_of);
+}
+run_spread sanitize_comparison_result::boot_drop() const {
+  return over_pairs(*this, boot_drop_of);
+}
+run_spread sanitize_comparison_result::sanitize_slowdown() const {
+  return over_pairs(*this, slowdown);
 }
 
 nlohmann::json sanitize_comparison_result::to_json() const {
-  return {{"baseline", baseline.to_json()},
-          {"patched", patched.to_json()},
-          {"waiter_drop_pct", waiter_drop_pct()},
-          {"boot_drop_pct", boot_drop_pct()},
-          {"sanitize_slowdown_pct", sanitize_slowdown_pct()}};
+  nlohmann::json j = {{"baseline", baseline().to_json()},
+                      {"patched", patched().to_json()},
+                      {"waiter_drop_pct", waiter_drop_pct()},
+                      {"boot_drop_pct", boot_drop_pct()},
+                      {"sanitize_slowdown_pct", sanitize_slowdown_pct()},
+                      {"waiter_drop_pct_spread", waiter_drop().to_json()},
+                      {"boot_drop_pct_spread", boot_drop().to_json()},
+                      {"sanitize_slowdown_pct_spread", sanitize_slowdown().to_json()},
+                      {"runs", nlohmann::json::array()}};
+  for (std::size_t i = 0; i < baseline_runs.size() && i < patched_runs.size(); ++i) {
+    j["runs"].push_back(
+        {{"baseline", baseline_runs[i].to_json()}, {"patched", patched_runs[i].to_json()}});
+  }
+  return j;
 }
 
 std::string sanitize_comparison_result::text() const {
+  std::string out;
+  for (std::size_t i = 0; i < baseline_runs.size() && i < patched_runs.size(); ++i) {
+    if (baseline_runs.size() > 1) out += fmt::format("pair {}:\n", i + 1);
+    out += baseline_runs[i].text() + patched_runs[i].text();
+  }
   const double slow = sanitize_slowdown_pct();
-  return fmt::format(
-      "{}{}\nBefore fixed: boot time {:.3f} ms, trampoline attach waited {:.3f} ms\n"
+  out += fmt::format(
+      "\nBefore fixed: boot time {:.3f} ms, trampoline attach waited {:.3f} ms\n"
       "After fixed:  boot time {:.3f} ms, trampoline attach waited {:.3f} ms\n"
       "-> waiter latency -{:.1f}%, boot time -{:.1f}%, sanitizer {:.2f}% {} "
       "(seed: boot 50 s -> 10.7 s)\n",
-      baseline.text(), patched.text(), baseline.boot_ms, baseline.waiter_ms, patched.boot_ms,
-      patched.waiter_ms, waiter_drop_pct(), boot_drop_pct(), std::abs(slow),
-      slow >= 0 ? "slower" : "faster");
+      baseline().boot_ms, baseline().waiter_ms, patched().boot_ms, patched().waiter_ms,
+      waiter_drop_pct(), boot_drop_pct(), std::abs(slow), slow >= 0 ? "slower" : "faster");
+  if (baseline_runs.size() > 1) {
+    out += fmt::format(
+        "Over the pairs: waiter latency drop {}; boot time drop {}; sanitizer time {}.\n",
+        waiter_drop().text("{:.1f}%"), boot_drop().text("{:.1f}%"),
+        sanitize_slowdown().text("{:+.2f}%"));
+  }
+  return out;
 }
 
 std::string sanitize_comparison_result::markdown() const {
-  auto row = [](const char* name, const boot_result& r) {
+  auto row = [](std::string name, const boot_result& r) {
     return fmt::format("| {} ({}) | {:.1f} | {:.1f} | {:.1f} | {:.0f} | {} |\n", name,
                        sanitize::to_string(r.policy), r.waiter_ms, r.boot_ms, r.sanitize_ms,
                        r.pages_per_s, r.stall_reports);
@@ -185,17 +236,35 @@ std::string sanitize_comparison_result::markdown() const {
   std::string md =
       "| run | waiter ms | boot ms | sanitizer ms | pages/s | watchdog reports |\n"
       "|---|---|---|---|---|---|\n";
-  md += row("before", baseline) + row("after", patched);
-  const double slow = sanitize_slowdown_pct();
+  for (std::size_t i = 0; i < baseline_runs.size() && i < patched_runs.size(); ++i) {
+    const std::string pair = baseline_runs.size() > 1 ? fmt::format(", pair {}", i + 1) : "";
+    md += row("before" + pair, baseline_runs[i]) + row("after" + pair, patched_runs[i]);
+  }
   md += fmt::format(
-      "\nOurs: waiter latency -{:.1f}%, boot time -{:.1f}%, sanitizer {:.2f}% {} "
-      "with a quiescent state per page (seed: boot 50 s -> 10.7 s, -79%).\n\n",
-      waiter_drop_pct(), boot_drop_pct(), std::abs(slow), slow >= 0 ? "slower" : "faster");
+      "\nOurs: waiter latency drop {}, boot time drop {}, sanitizer time {} with a quiescent state "
+      "per page (seed: boot 50 s -> 10.7 s, -79%). The plot shows the first pair.\n\n",
+      waiter_drop().text("{:.1f}%"), boot_drop().text("{:.1f}%"),
+      sanitize_slowdown().text("{:+.2f}%"));
   return md;
 }
 
+sanitize_comparison_result run_sanitize_comparison(
+    const boot_options& options, int pairs, const std::function<void(const std::string&)>& step) {
+  sanitize_comparison_result r;
+  for (int pair = 0; pair < pairs; ++pair) {
+    for (int k = 0; k < 2; ++k) {
+      const bool bug = (k == 0) == (pair % 2 == 0);  // the order alternates
+      boot_options o = options;
+      o.sanitizer.policy = bug ? qs_policy::resched : qs_policy::tasks_qs;
+      if (step) step(fmt::format("pair {}: {}", pair + 1, sanitize::to_string(o.sanitizer.policy)));
+      (bug ? r.baseline_runs : r.patched_runs).push_back(run_boot(o));
+    }
+  }
+  return r;
+}
+
 std::vector<plot_spec> sanitize_comparison_result::plots() const {
-  return boot_plots({&baseline, &patched});
+  return boot_plots({&baseline(), &patched()});
 }
 
 std::vector<plot_spec> boot_plots(const std::vector<const boot_result*>& boots) {

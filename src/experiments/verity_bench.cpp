@@ -60,23 +60,6 @@ nlohmann::json verity_bench_side::to_json() const {
           {"mib_per_s", static_cast<double>(bytes) / (1 << 20) / seconds}};
 }
 
-double run_spread::median() const {
-  if (runs.empty()) return 0;
-  std::vector<double> v = runs;
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-double run_spread::min() const {
-  return runs.empty() ? 0 : *std::min_element(runs.begin(), runs.end());
-}
-double run_spread::max() const {
-  return runs.empty() ? 0 : *std::max_element(runs.begin(), runs.end());
-}
-nlohmann::json run_spread::to_json() const {
-  return {{"median", median()}, {"min", min()}, {"max", max()}, {"runs", runs}};
-}
-
 namespace {
 
 // Readers (half random, half sequential) read through `wq` for `seconds`.

@@ -53,17 +53,18 @@ void run_command(const keygc_cli& o) {
     return;
   }
   if (o.compare) {
-    progress_line progress("quiesce keygc --compare", o.with_kernel ? 3 : 2,
+    progress_line progress("quiesce keygc --compare",
+                           (o.with_kernel ? 1 : 0) + 2 * static_cast<std::size_t>(o.config.runs),
                            progress_wanted(o.json));
-    keygc_comparison_result r;
+    std::optional<kernel_keygc_result> kernel;
     if (o.with_kernel) {
       progress.step("the host kernel's collector");
-      r.kernel = run_kernel_keygc(kernel_config_for(o));
+      kernel = run_kernel_keygc(kernel_config_for(o));
     }
-    progress.step(o.against);
-    r.baseline = run_keygc(config_for(o, o.against));
-    progress.step(o.mode);
-    r.patched = run_keygc(config_for(o, o.mode));
+    keygc_comparison_result r =
+        run_keygc_comparison(config_for(o, o.against), config_for(o, o.mode), o.config.runs,
+                             [&](const std::string& s) { progress.step(s); });
+    r.kernel = std::move(kernel);
     fmt::print("{}", o.json ? r.to_json().dump(2) + "\n" : r.text());
     write_plots(o.plot_dir, r.plots());
     return;
@@ -114,7 +115,9 @@ const command_registrar keygc_command{
                   number_range<std::size_t>{1, max_keys});
        add_number(sub, "--slice-us", o->config.slice_us, "Time slice per execution (budget mode)",
                   number_range<double>{1, 10'000'000});
-       add_number(sub, "--runs", o->config.runs, "Runs per mode (samples are pooled)",
+       add_number(sub, "--runs", o->config.runs,
+                  "Runs per mode (samples are pooled; --compare: pairs of runs, each figure's "
+                  "spread quoted)",
                   number_range<int>{1, 1000});
        add_number(sub, "--probe-priority", o->config.probe_priority,
                   "SCHED_FIFO priority of the cyclictest-style probe threads (0: SCHED_OTHER)",
@@ -149,9 +152,7 @@ const experiment_registrar keygc_experiment{
        c.keys = opt.quick ? 20'000 : 100'000;
        keygc_config base = c;
        base.mode = keys::gc_mode::monolithic;
-       keygc_comparison_result r;
-       r.baseline = run_keygc(base);
-       r.patched = run_keygc(c);
+       keygc_comparison_result r = run_keygc_comparison(base, c, 3);  // the spread of 3 pairs
        add_kernel_column(r, c);
        return experiment_output{r.to_json(), r.markdown(), r.plots()};
      }}};

@@ -26,6 +26,7 @@ struct sanitize_cli {
   double seconds = 3.0;  // the loop's target duration, for calibrating the page cost
   double fail_share = 0.01;
   bool compare = false;
+  int pairs = 1;  // --compare: pairs of boots
   bool json = false;
   std::string plot_dir;
 };
@@ -80,6 +81,9 @@ const command_registrar sanitize_command{
                   number_range<double>{0, 1});
        sub->add_flag("--compare", o->compare,
                      "resched (the bug) vs tasks-qs (the fix), one process");
+       add_number(sub, "--runs", o->pairs,
+                  "With --compare: pairs of boots (each figure's spread is quoted)",
+                  number_range<int>{1, 100});
        sub->add_flag("--json", o->json, "One JSON object on stdout");
        add_plot_option(sub, o->plot_dir);
        sub->callback(traced(sub, [o] {
@@ -87,9 +91,7 @@ const command_registrar sanitize_command{
          const unsigned passes = calibrated(*o);
          if (o->compare) {
            const boot_options bo = options_for(*o, qs_policy::resched, passes);
-           sanitize_comparison_result c;
-           c.baseline = experiments::run_boot(bo);
-           c.patched = experiments::run_boot(options_for(*o, qs_policy::tasks_qs, passes));
+           const sanitize_comparison_result c = experiments::run_sanitize_comparison(bo, o->pairs);
            fmt::print("{}", o->json ? c.to_json().dump(2) + "\n" : thresholds(bo) + c.text());
            write_plots(o->plot_dir, c.plots());
            return;
@@ -108,9 +110,8 @@ const experiment_registrar sanitize_experiment{
        o.seconds = opt.quick ? 1.0 : 3.0;
        o.pages = opt.quick ? 8192 : 32768;
        const unsigned passes = calibrated(o);
-       sanitize_comparison_result c;
-       c.baseline = experiments::run_boot(options_for(o, qs_policy::resched, passes));
-       c.patched = experiments::run_boot(options_for(o, qs_policy::tasks_qs, passes));
+       const sanitize_comparison_result c =
+           experiments::run_sanitize_comparison(options_for(o, qs_policy::resched, passes), 3);
        return experiment_output{c.to_json(), c.markdown(), c.plots()};
      }}};
 

@@ -61,6 +61,9 @@ struct keygc_result {
   // queue -> start in us), one point per probe item that ran.
   std::vector<std::pair<double, double>> probe_series;
   nlohmann::json to_json() const;
+  // Pools another run of the same configuration into this one (config.runs adds up; the
+  // other run's probe series continues after this one's last point).
+  void merge(const keygc_result& other);
 };
 
 // Runs the experiment `config.runs` times and pools the samples.

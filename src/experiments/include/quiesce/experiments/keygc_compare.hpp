@@ -5,6 +5,7 @@
 #pragma once
 
 #include <filesystem>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -13,17 +14,24 @@
 #include "quiesce/experiments/kernel_keygc.hpp"
 #include "quiesce/experiments/keygc.hpp"
 #include "quiesce/experiments/plot.hpp"
+#include "quiesce/experiments/spread.hpp"
 
 namespace quiesce::experiments {
 
 struct keygc_comparison_result {
-  keygc_result baseline, patched;
+  keygc_result baseline, patched;             // every run pooled
+  std::vector<keygc_comparison> per_run;      // each pair of runs, in order
   std::optional<kernel_keygc_result> kernel;  // the host kernel's collector, if measured
   std::string kernel_unusable;                // why it was not (empty: not asked, or measured)
 
-  keygc_comparison figures() const { return compare(baseline, patched); }
+  keygc_comparison figures() const { return compare(baseline, patched); }  // pooled
+  // Each figure over the pairs of runs.
+  run_spread variance_drop() const;
+  run_spread total_time_increase() const;
+  run_spread probe_max_drop() const;
   // {"baseline", "patched", "variance_drop_pct", "total_time_increase_pct",
-  //  "probe_max_drop_pct"} and "kernel" or "kernel_unusable" when asked.
+  //  "probe_max_drop_pct"} (pooled), their "..._spread" over the pairs of runs, "per_run",
+  // and "kernel" or "kernel_unusable" when asked.
   nlohmann::json to_json() const;
   std::string text() const;      // keygcbench's blocks and the seed's summary lines
   std::string markdown() const;  // the report's section body
@@ -31,6 +39,13 @@ struct keygc_comparison_result {
   // run, both collectors.
   std::vector<plot_spec> plots() const;
 };
+
+// Runs `pairs` pairs of (baseline, patched), the order alternating, each run measured
+// alone with its own population; the sides pool every run. `step` is told each run before
+// it starts.
+keygc_comparison_result run_keygc_comparison(
+    const keygc_config& baseline, const keygc_config& patched, int pairs,
+    const std::function<void(const std::string&)>& step = {});
 
 // The plots of one or more collectors' results, one series each.
 std::vector<plot_spec> keygc_plots(const std::vector<const keygc_result*>& results);

@@ -7,12 +7,14 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "quiesce/experiments/plot.hpp"
+#include "quiesce/experiments/spread.hpp"
 #include "quiesce/sanitize.hpp"
 
 namespace quiesce::experiments {
@@ -56,20 +58,34 @@ struct boot_result {
 // Sets the watchdog's RCU thresholds to the options' for the run (restored after).
 boot_result run_boot(const boot_options& options);
 
-// The bug against the fix, same pages and page cost.
+// The bug against the fix, same pages and page cost, over one or more pairs of boots.
 struct sanitize_comparison_result {
-  boot_result baseline, patched;  // cond_resched(), cond_resched_tasks_qs()
+  // cond_resched(), cond_resched_tasks_qs(): one boot per pair of runs, in order.
+  std::vector<boot_result> baseline_runs, patched_runs;
+  const boot_result& baseline() const { return baseline_runs.front(); }  // the first pair
+  const boot_result& patched() const { return patched_runs.front(); }
+  // The first pair's figures, and each figure over the pairs.
   double waiter_drop_pct() const;
   double boot_drop_pct() const;
   double sanitize_slowdown_pct() const;
-  nlohmann::json to_json() const;  // {"baseline", "patched", "waiter_drop_pct",
-                                   //  "boot_drop_pct", "sanitize_slowdown_pct"}
+  run_spread waiter_drop() const;
+  run_spread boot_drop() const;
+  run_spread sanitize_slowdown() const;
+  // {"baseline", "patched", "waiter_drop_pct", "boot_drop_pct", "sanitize_slowdown_pct"}
+  // for the first pair, "..._spread" over the pairs, and "runs": [{"baseline", "patched"}].
+  nlohmann::json to_json() const;
   std::string text() const;
   std::string markdown() const;
   // The sanitizer's progress over the boot, both policies, with each attach's wait and
   // the stall reports marked.
   std::vector<plot_spec> plots() const;
 };
+
+// Runs `pairs` pairs of boots (resched, then tasks_qs, the order alternating), the same
+// options otherwise. `step` is told each boot before it starts.
+sanitize_comparison_result run_sanitize_comparison(
+    const boot_options& options, int pairs,
+    const std::function<void(const std::string&)>& step = {});
 
 // The plots of one or two boots.
 std::vector<plot_spec> boot_plots(const std::vector<const boot_result*>& boots);

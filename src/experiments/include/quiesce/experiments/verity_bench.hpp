@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "quiesce/experiments/plot.hpp"
+#include "quiesce/experiments/spread.hpp"
 #include "quiesce/histogram.hpp"
 
 namespace quiesce::experiments {
@@ -38,15 +39,6 @@ struct verity_bench_side {
   // non-empty histogram bucket.
   std::vector<std::pair<double, double>> queue_to_start_cdf() const;
   nlohmann::json to_json() const;
-};
-
-// The median, least and greatest of per-run figures, and the runs.
-struct run_spread {
-  std::vector<double> runs;
-  double median() const;
-  double min() const;
-  double max() const;
-  nlohmann::json to_json() const;  // {"median", "min", "max", "runs"}
 };
 
 struct verity_bench_result {
