@@ -373,6 +373,7 @@ TEST_F(Cli, HostileNumbersAreOneLineExit2AndCreateNothing) {
       {"sanitize", "--pages", false},
       {"sanitize", "--seconds", false},
       {"sanitize", "--fail-share", true},
+      {"sanitize --compare", "--runs", false},
       {"verity digest " + file, "--block-size", false},
       {"verity enable " + file, "--block-size", false},
       {"verity bench", "--file-mib", false},
