@@ -24,5 +24,5 @@ endif()
 
 # clang checks the runtime's protection legends (QUIESCE_GUARDED_BY, src/base/thread_annotations.hpp).
 if(CMAKE_CXX_COMPILER_ID MATCHES "Clang")
-  target_compile_options(quiesce_compile_options INTERFACE -Wthread-safety)
+  target_compile_options(quiesce_compile_options INTERFACE $<$<COMPILE_LANGUAGE:CXX>:-Wthread-safety>)
 endif()

@@ -6,10 +6,12 @@
 
 #include <chrono>
 #include <ctime>
+#include <map>
 #include <stdexcept>
 #include <thread>
 
 #include "quiesce/clock.hpp"
+#include "quiesce/host/kernel_trace.hpp"
 #include "quiesce/host/keyring.hpp"
 #include "quiesce/host/kworker_time.hpp"
 #include "quiesce/host/sysctl_override.hpp"
@@ -69,6 +71,33 @@ std::vector<cpu_lateness> close_window(cyclic_probe& probe) {
   return probe.end_window();
 }
 
+// The collector's executions of a phase that has just reclaimed its keys: every one that
+// ended, waiting for one still running to end.
+void collect_executions(workqueue_trace& trace, kernel_phase& phase) {
+  const std::uint64_t deadline = now_ns() + kReclaimTimeoutNs;
+  std::map<int, std::uint64_t> per_cpu;
+  for (;;) {
+    for (const traced_execution& e : trace.take()) {
+      phase.exec_ns.add(static_cast<double>(e.duration_ns()));
+      phase.exec_ns_list.push_back(static_cast<double>(e.duration_ns()));
+      per_cpu[e.cpu] += e.duration_ns();
+    }
+    if (!trace.running()) break;
+    if (now_ns() > deadline) {
+      throw std::runtime_error("the kernel's key_garbage_collector did not finish within 120 s");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  std::uint64_t most = 0;
+  for (auto [cpu, ns] : per_cpu) {
+    if (ns > most) {
+      most = ns;
+      phase.collector_cpu = cpu;
+      phase.cpu_from_trace = true;
+    }
+  }
+}
+
 void attribute_collector(kernel_phase& phase, const kworker_sample& before, int trigger_cpu) {
   const auto gain = kworker_gain_per_cpu(before, sample_kworkers());
   int cpu = trigger_cpu;
@@ -79,7 +108,7 @@ void attribute_collector(kernel_phase& phase, const kworker_sample& before, int 
       cpu = c;
     }
   }
-  phase.collector_cpu = cpu;
+  if (!phase.cpu_from_trace) phase.collector_cpu = cpu;
   phase.kworker_ns.add(static_cast<double>(most));
 }
 
@@ -87,15 +116,18 @@ std::string tag_for(int run, const char* phase) {
   return fmt::format("{}.{}{}", ::getpid(), phase, run);
 }
 
-void run_unused(const kernel_keygc_config& cfg, int run, cyclic_probe& probe, kernel_phase& out) {
+void run_unused(const kernel_keygc_config& cfg, int run, cyclic_probe& probe,
+                workqueue_trace* trace, kernel_phase& out) {
   kernel_population pop({cfg.keys, cfg.per_keyring, 8, tag_for(run, "u")});
   const std::uint64_t target = kernel_keys_of_user() - cfg.keys;  // the keyrings stay
   const kworker_sample before = sample_kworkers();
+  if (trace) trace->take();  // executions before the phase are not its own
   probe.begin_window();
   const std::uint64_t cleared_at = now_ns();
   on_cpu(cfg.cpu, [&] { pop.clear_keyrings(); });
   const std::uint64_t gone_at = wait_reclaimed(target);
   const auto window = close_window(probe);
+  if (trace) collect_executions(*trace, out);
   attribute_collector(out, before, cfg.cpu);
   phase_latency l;
   l.probe = split_lateness(window, out.collector_cpu);
@@ -104,10 +136,11 @@ void run_unused(const kernel_keygc_config& cfg, int run, cyclic_probe& probe, ke
 }
 
 void run_expired(const kernel_keygc_config& cfg, unsigned gc_delay, int run, cyclic_probe& probe,
-                 kernel_phase& out) {
+                 workqueue_trace* trace, kernel_phase& out) {
   kernel_population pop({cfg.keys, cfg.per_keyring, 8, tag_for(run, "e")});
   const std::uint64_t target = kernel_keys_of_user() - cfg.keys;
   const kworker_sample before = sample_kworkers();
+  if (trace) trace->take();
   probe.begin_window();
   const std::int64_t last_expiry = on_cpu(cfg.cpu, [&] { return pop.set_timeouts(cfg.timeout_s); });
   // The kernel's expiry and gc_delay are whole wall-clock seconds: every key may be
@@ -118,6 +151,7 @@ void run_expired(const kernel_keygc_config& cfg, unsigned gc_delay, int run, cyc
   const std::uint64_t gone_at = wait_reclaimed(target);
   const std::uint64_t gone_real_ns = realtime_ns() - (now_ns() - gone_at);
   const auto window = close_window(probe);
+  if (trace) collect_executions(*trace, out);
   attribute_collector(out, before, cfg.cpu);
   phase_latency l;
   l.probe = split_lateness(window, out.collector_cpu);
@@ -137,8 +171,22 @@ nlohmann::json kernel_phase::to_json() const {
   if (!skipped.empty()) return {{"skipped", skipped}};
   nlohmann::json j = latency.to_json();
   j["collector_cpu"] = collector_cpu;
+  j["collector_cpu_from"] = cpu_from_trace ? "tracepoints" : "kworker run time";
   j["kworker"] = summary_json(kworker_ns);
+  if (exec_ns.count() > 0 || cpu_from_trace) {
+    j["executions"] = summary_json(exec_ns);
+    nlohmann::json ms = nlohmann::json::array();
+    for (double ns : exec_ns_list)
+      ms.push_back(ns / 1e6);
+    j["executions_ms"] = std::move(ms);
+  }
   return j;
+}
+
+summary kernel_keygc_result::combined() const {
+  summary c = unused.exec_ns;
+  c.merge(expired.exec_ns);
+  return c;
 }
 
 nlohmann::json kernel_keygc_result::to_json() const {
@@ -150,7 +198,11 @@ nlohmann::json kernel_keygc_result::to_json() const {
       {"runs", config.runs},
       {"gc_delay_s", config.set_gc_delay ? nlohmann::json(*config.set_gc_delay) : nlohmann::json()},
       {"unused", unused.to_json()},
-      {"expired", expired.to_json()}};
+      {"expired", expired.to_json()},
+      {"tracing", traced() ? std::string("tracepoints") : untraced},
+      {"lost_events", lost_events},
+      {"combined", summary_json(combined())},
+      {"total_ms", combined().sum() / 1e6}};
 }
 
 std::optional<std::string> kernel_keyring_unusable(std::size_t keys, std::size_t per_keyring) {
@@ -182,13 +234,36 @@ kernel_keygc_result run_kernel_keygc(const kernel_keygc_config& config) {
         "--set-gc-delay SECONDS (root) to measure it",
         read_sysctl(kGcDelay));
   }
+  std::optional<workqueue_trace> trace;
+  if (config.trace) {
+    try {
+      trace.emplace("key_garbage_collector");
+    } catch (const std::exception& e) {
+      r.untraced = e.what();
+    }
+  } else {
+    r.untraced = "not asked";
+  }
+  workqueue_trace* t = trace ? &*trace : nullptr;
   cyclic_probe probe = make_keygc_probe(config.probe_priority);
   r.probe_policy = probe_policy(probe, config.probe_priority);
   for (int run = 0; run < config.runs; ++run) {
-    run_unused(r.config, run, probe, r.unused);
-    if (config.set_gc_delay) run_expired(r.config, *config.set_gc_delay, run, probe, r.expired);
+    run_unused(r.config, run, probe, t, r.unused);
+    if (config.set_gc_delay) run_expired(r.config, *config.set_gc_delay, run, probe, t, r.expired);
   }
+  if (trace) r.lost_events = trace->lost_events();
   return r;
+}
+
+std::string kernel_keygcbench_lines(const kernel_keygc_result& r) {
+  if (!r.traced()) return {};
+  std::string out;
+  for (auto [name, p] : {std::pair{"unused", &r.unused}, std::pair{"expired", &r.expired}}) {
+    out += p->skipped.empty() ? keygcbench_line(name, p->exec_ns) + "\n"
+                              : fmt::format("{:<10}skipped\n", std::string(name) + ":");
+  }
+  out += keygcbench_line("combined", r.combined()) + "\n";
+  return out + fmt::format("total task time: {:.3f} ms\n", r.combined().sum() / 1e6);
 }
 
 std::string kernel_keygc_text(const kernel_keygc_result& r) {
@@ -196,14 +271,28 @@ std::string kernel_keygc_text(const kernel_keygc_result& r) {
       "keygcbench results, the kernel's key_garbage_collector (Linux {}; {} keys in "
       "keyrings of {}, {} run{}):\n\n",
       r.kernel, r.config.keys, r.config.per_keyring, r.config.runs, r.config.runs == 1 ? "" : "s");
+  if (r.traced()) {
+    out += fmt::format(
+        "{} executions of key_garbage_collector, from the kernel's "
+        "workqueue tracepoints{}:\n\n",
+        r.combined().count(),
+        r.lost_events ? fmt::format(" ({} events lost: some may be missing)", r.lost_events) : "");
+    out += kernel_keygcbench_lines(r) + "\n";
+  } else {
+    out += fmt::format(
+        "(no tracepoints: {}; the collector's CPU is inferred from kworker run "
+        "time)\n\n",
+        r.untraced);
+  }
   for (auto [name, p] : {std::pair{"unused", &r.unused}, std::pair{"expired", &r.expired}}) {
     if (!p->skipped.empty()) {
       out += fmt::format("{}: skipped - {}\n", name, p->skipped);
       continue;
     }
-    out +=
-        fmt::format("{}: collector on CPU {} (its kworkers ran {:.1f} ms per run, max {:.1f} ms)\n",
-                    name, p->collector_cpu, p->kworker_ns.mean() / 1e6, p->kworker_ns.max() / 1e6);
+    out += fmt::format(
+        "{}: collector on CPU {} ({}; its kworkers ran {:.1f} ms per run, max {:.1f} ms)\n", name,
+        p->collector_cpu, p->cpu_from_trace ? "from the tracepoints" : "from kworker run time",
+        p->kworker_ns.mean() / 1e6, p->kworker_ns.max() / 1e6);
   }
   return out + "\n" + phase_latency_lines(r.unused.latency, r.expired.latency, r.probe_policy);
 }

@@ -5,6 +5,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <sys/mount.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -23,7 +24,7 @@ namespace {
 
 constexpr std::array kSignals{SIGINT, SIGTERM, SIGHUP, SIGQUIT};
 
-enum class kind : int { restore_file, remove_dir };
+enum class kind : int { restore_file, remove_dir, remove_empty_dir, unmount };
 
 // Slot states (A): free -> claimed (fields being written) -> armed -> done (ran) -> free.
 enum : int { free_slot = 0, claimed = 1, armed = 2, done = 3 };
@@ -85,8 +86,17 @@ bool remove_dir_now(const char* path) noexcept {
 bool run_slot(slot& s) noexcept {
   int expected = armed;
   if (!s.state.compare_exchange_strong(expected, done)) return false;
-  return s.what == kind::restore_file ? write_value(s.path, s.value, s.value_len)
-                                      : remove_dir_now(s.path);
+  switch (s.what) {
+    case kind::restore_file:
+      return write_value(s.path, s.value, s.value_len);
+    case kind::remove_dir:
+      return remove_dir_now(s.path);
+    case kind::remove_empty_dir:
+      return ::rmdir(s.path) == 0;
+    case kind::unmount:
+      return ::umount2(s.path, 0) == 0;
+  }
+  return false;
 }
 
 void on_signal(int sig) {
@@ -150,6 +160,14 @@ exit_cleanup exit_cleanup::restore_file(const std::string& path, const std::stri
 
 exit_cleanup exit_cleanup::remove_dir(const std::string& path) {
   return exit_cleanup(claim(kind::remove_dir, std::filesystem::absolute(path).string(), ""));
+}
+
+exit_cleanup exit_cleanup::remove_empty_dir(const std::string& path) {
+  return exit_cleanup(claim(kind::remove_empty_dir, path, ""));
+}
+
+exit_cleanup exit_cleanup::unmount(const std::string& path) {
+  return exit_cleanup(claim(kind::unmount, path, ""));
 }
 
 exit_cleanup::exit_cleanup(exit_cleanup&& other) noexcept : slot_(other.slot_) {

@@ -5,10 +5,14 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/mount.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -17,6 +21,7 @@
 #include <vector>
 
 #include "quiesce/experiments/kernel_keygc.hpp"
+#include "quiesce/host/kernel_trace.hpp"
 #include "quiesce/host/keyring.hpp"
 #include "quiesce/host/kworker_time.hpp"
 #include "quiesce/host/sysctl_override.hpp"
@@ -235,6 +240,124 @@ TEST(KeygcKernelCli, SigintRestoresGcDelayAndTheKeysGo) {
       << "status " << status << ": " << out;
   EXPECT_EQ(read_sysctl(kGcDelay), old);
   // The process keyring died with the process: the kernel collects the rest.
+  EXPECT_TRUE(none_left("." + std::to_string(c.pid) + "."));
+}
+
+// keygcbench from the kernel's events: pairing on a recorded event list (two CPUs, one
+// end whose start came before tracing, one start whose end has not come), and the lines
+// computed from it, by hand: durations 2000, 500 and 6000 ns.
+TEST(KernelTrace, PairsARecordedEventListIntoExecutions) {
+  const std::vector<workqueue_event> events = {
+      {false, 1, 100, 0xc},  // an end whose start came before tracing
+      {true, 1, 1000, 0xa}, {true, 0, 2000, 0xb},   {false, 0, 2500, 0xb}, {false, 1, 3000, 0xa},
+      {true, 1, 5000, 0xa}, {false, 1, 11000, 0xa}, {true, 0, 20000, 0xa},  // still running
+  };
+  std::size_t unpaired = 0;
+  std::vector<workqueue_event> open;
+  const auto ex = pair_executions(events, &unpaired, &open);
+  ASSERT_EQ(ex.size(), 3u);
+  EXPECT_EQ(unpaired, 1u);
+  ASSERT_EQ(open.size(), 1u);
+  EXPECT_EQ(open[0].ts_ns, 20000u);
+  EXPECT_EQ(ex[0].cpu, 1);
+  EXPECT_EQ(ex[0].duration_ns(), 2000u);
+  EXPECT_EQ(ex[1].cpu, 0);
+  EXPECT_EQ(ex[1].duration_ns(), 500u);
+  EXPECT_EQ(ex[2].duration_ns(), 6000u);
+  summary s;
+  for (const auto& e : ex)
+    s.add(static_cast<double>(e.duration_ns()));
+  // mean 2833.33 ns; squared deviations 694444.4 + 5444444.4 + 10027777.8 over 3.
+  EXPECT_EQ(keygcbench_line("unused", s), "unused:   min=0.001 avg=0.003 max=0.006 var=0.000");
+  EXPECT_NEAR(s.variance(), 5388888.89, 0.01);
+  EXPECT_NEAR(s.mean(), 2833.333, 0.001);
+}
+
+// Where tracefs is mounted (fstype tracefs in /proc/self/mounts), and the kernel's ftrace
+// instances - read through a private mount of tracefs, since an instance outlives every
+// mount (one left behind under an unmounted tracefs is still there).
+struct tracefs_state {
+  std::vector<std::string> mounts;
+  std::vector<std::string> instances;
+  bool operator==(const tracefs_state&) const = default;
+};
+tracefs_state read_tracefs_state() {
+  tracefs_state s;
+  std::ifstream in("/proc/self/mounts");
+  std::string dev, dir, type, rest;
+  while (in >> dev >> dir >> type && std::getline(in, rest)) {
+    if (type == "tracefs") s.mounts.push_back(dir);
+  }
+  const fs::path view =
+      fs::temp_directory_path() / ("quiesce-tracefs-" + std::to_string(::getpid()));
+  fs::create_directories(view);
+  if (::mount("nodev", view.c_str(), "tracefs", 0, nullptr) != 0) {
+    ADD_FAILURE() << "cannot mount tracefs to look at its instances: " << std::strerror(errno);
+  } else {
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(view / "instances", ec))
+      s.instances.push_back(e.path().filename().string());
+    ::umount2(view.c_str(), 0);
+  }
+  fs::remove(view);
+  std::sort(s.instances.begin(), s.instances.end());
+  return s;
+}
+
+// Skips unless this process could trace the kernel's workqueue (root, tracefs).
+#define SKIP_UNLESS_TRACING()                                                  \
+  do {                                                                         \
+    try {                                                                      \
+      workqueue_trace probe_trace("key_garbage_collector");                    \
+    } catch (const std::exception& e) {                                        \
+      GTEST_SKIP() << "the kernel's tracepoints are not usable: " << e.what(); \
+    }                                                                          \
+  } while (0)
+
+TEST(KeygcKernelCli, TracedRunRecordsTheCollectorAndLeavesNoInstance) {
+  SKIP_UNLESS_KEYRING_FITS(3000);
+  SKIP_UNLESS_TRACING();
+  const tracefs_state before = read_tracefs_state();
+  child c = spawn({"keygc", "--kernel", "--keys", "3000", "--json"});
+  int status = 0;
+  ASSERT_EQ(::waitpid(c.pid, &status, 0), c.pid);
+  const std::string out = slurp(c.out);
+  fs::remove(c.out);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << out;
+  const auto j = nlohmann::json::parse(out);
+  EXPECT_EQ(j["tracing"], "tracepoints") << out;
+  const auto& unused = j["unused"];
+  ASSERT_TRUE(unused.contains("executions")) << out;
+  EXPECT_GE(unused["executions"]["n"].get<int>(), 1) << out;
+  EXPECT_GT(unused["executions"]["max_ms"].get<double>(), 0) << out;
+  EXPECT_EQ(unused["collector_cpu_from"], "tracepoints");
+  EXPECT_GE(unused["collector_cpu"].get<int>(), 0);
+  EXPECT_LT(unused["collector_cpu"].get<long>(), ::sysconf(_SC_NPROCESSORS_CONF));
+  EXPECT_EQ(unused["executions_ms"].size(), unused["executions"]["n"].get<std::size_t>());
+  EXPECT_TRUE(read_tracefs_state() == before) << "a tracefs mount or instance was left behind";
+}
+
+TEST(KeygcKernelCli, SigintDuringATracedRunLeavesNoInstanceNorMount) {
+  SKIP_UNLESS_KEYRING_FITS(200000);
+  SKIP_UNLESS_TRACING();
+  const tracefs_state before = read_tracefs_state();
+  child c = spawn({"keygc", "--kernel", "--keys", "200000", "--runs", "50"});
+  // The signal comes once the run's instance exists.
+  ASSERT_TRUE(test::eventually([&] {
+    const tracefs_state now = read_tracefs_state();
+    return std::any_of(now.instances.begin(), now.instances.end(), [&](const std::string& i) {
+      return i == "quiesce-" + std::to_string(c.pid);
+    });
+  })) << "the run never created its instance: "
+      << slurp(c.out);
+  ASSERT_EQ(::kill(c.pid, SIGINT), 0);
+  int status = 0;
+  ASSERT_EQ(::waitpid(c.pid, &status, 0), c.pid);
+  const std::string out = slurp(c.out);
+  fs::remove(c.out);
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGINT)
+      << "status " << status << ": " << out;
+  EXPECT_TRUE(read_tracefs_state() == before) << "a tracefs mount or instance was left behind";
   EXPECT_TRUE(none_left("." + std::to_string(c.pid) + "."));
 }
 

@@ -6,6 +6,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "quiesce/experiments/keygc.hpp"
 
@@ -24,15 +25,24 @@ struct kernel_keygc_config {
   // the collector works on expired keys of the same keyrings, measured on 6.18).
   unsigned timeout_s = 0;
   int probe_priority = 1;  // the cyclictest-style probe: SCHED_FIFO priority, 0 = SCHED_OTHER
+  // Record every execution of key_garbage_collector from the kernel's workqueue tracepoints
+  // (quiesce/host/kernel_trace.hpp; root, tracefs). Where tracing cannot be used, the
+  // result says why and the collector's CPU is inferred from kworker run time.
+  bool trace = true;
 };
 
 struct kernel_phase {
   std::string skipped;  // why the phase did not run (empty: it ran)
-  // The CPU whose kworkers gained the most run time during the phase: the one that ran
-  // key_garbage_collector (the phase is triggered on config.cpu; the kernel queues the
-  // collector where key_put() or its timer ran). -1 until measured.
+  // The CPU that ran key_garbage_collector (the phase is triggered on config.cpu; the
+  // kernel queues the collector where key_put() or its timer ran): from the traced
+  // executions (the CPU with the most collector time), else the CPU whose kworkers gained
+  // the most run time during the phase. -1 until measured.
   int collector_cpu = -1;
+  bool cpu_from_trace = false;
   summary kworker_ns;  // per run: what that CPU's kworkers ran during the phase
+  // Traced: every execution of the collector in the phase (ns), keygcbench's samples.
+  summary exec_ns;
+  std::vector<double> exec_ns_list;
   phase_latency latency;
   nlohmann::json to_json() const;
 };
@@ -42,8 +52,16 @@ struct kernel_keygc_result {
   std::string kernel;  // uname -r
   std::string probe_policy;
   kernel_phase unused, expired;
+  std::string untraced;           // why the tracepoints could not be used (empty: they were)
+  std::uint64_t lost_events = 0;  // events the kernel dropped (executions may be missing)
+  bool traced() const { return untraced.empty(); }
+  summary combined() const;  // both phases' executions
   nlohmann::json to_json() const;
 };
+
+// keygcbench's lines for the kernel's traced executions (unused, expired, combined, total
+// task time); empty if untraced.
+std::string kernel_keygcbench_lines(const kernel_keygc_result& r);
 
 // Runs the phases config.runs times on the kernel's keyring. Throws std::runtime_error
 // saying why the kernel keyring cannot be used (no support, quota - checked before anything

@@ -2,8 +2,9 @@
 // (normal return, an exception), and on SIGINT, SIGTERM, SIGHUP and SIGQUIT, whose handler
 // runs every pending action (newest first) and then lets the process die of the signal as
 // it would have. The handler only makes async-signal-safe system calls on values prepared
-// in advance: writing a saved value back to a file (a /proc/sys setting), or removing a
-// directory and the files in it (a temporary directory, one level deep).
+// in advance: writing a saved value back to a file (a /proc/sys setting), removing a
+// directory and the files in it (a temporary directory, one level deep), removing a
+// directory alone (a tracefs instance), or unmounting a filesystem (tracefs).
 //
 // Protection legend: each slot is claimed and released with an atomic state (A); its
 // fields are written only while the slot is free and read by the handler and the owner.
@@ -21,6 +22,11 @@ class exit_cleanup {
   static exit_cleanup restore_file(const std::string& path, const std::string& value);
   // Removes the directory `path` and the files directly in it on the way out.
   static exit_cleanup remove_dir(const std::string& path);
+  // rmdir(path) on the way out: a directory whose entries are not files to unlink (a
+  // tracefs instance, whose files go with it).
+  static exit_cleanup remove_empty_dir(const std::string& path);
+  // umount2(path, 0) on the way out (a filesystem this process mounted).
+  static exit_cleanup unmount(const std::string& path);
 
   exit_cleanup(exit_cleanup&& other) noexcept;
   exit_cleanup& operator=(exit_cleanup&&) = delete;

@@ -1,0 +1,176 @@
+// The kernel's workqueue tracepoints through libtracefs (kernel_trace.hpp).
+#include "quiesce/host/kernel_trace.hpp"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <stdexcept>
+
+#include "tracefs_shim.h"
+
+namespace quiesce::host {
+
+std::vector<traced_execution> pair_executions(std::vector<workqueue_event> events,
+                                              std::size_t* unpaired,
+                                              std::vector<workqueue_event>* still_open) {
+  std::stable_sort(
+      events.begin(), events.end(),
+      [](const workqueue_event& a, const workqueue_event& b) { return a.ts_ns < b.ts_ns; });
+  std::map<std::pair<int, std::uint64_t>, std::uint64_t> open;  // (cpu, work) -> start
+  std::vector<traced_execution> out;
+  std::size_t lone = 0;
+  for (const workqueue_event& e : events) {
+    const auto key = std::make_pair(e.cpu, e.work);
+    if (e.start) {
+      if (open.count(key)) ++lone;  // a start whose end never came
+      open[key] = e.ts_ns;
+      continue;
+    }
+    const auto it = open.find(key);
+    if (it == open.end()) {
+      ++lone;  // started before tracing
+      continue;
+    }
+    out.push_back({e.cpu, it->second, e.ts_ns});
+    open.erase(it);
+  }
+  if (still_open) {
+    still_open->clear();
+    for (const auto& [key, ts] : open)
+      still_open->push_back({true, key.first, ts, key.second});
+  } else {
+    lone += open.size();  // still running
+  }
+  std::sort(out.begin(), out.end(), [](const traced_execution& a, const traced_execution& b) {
+    return a.start_ns < b.start_ns;
+  });
+  if (unpaired) *unpaired = lone;
+  return out;
+}
+
+namespace {
+
+constexpr const char* kSystem = "workqueue";
+constexpr const char* kStart = "workqueue_execute_start";
+constexpr const char* kEnd = "workqueue_execute_end";
+
+// The kernel address of `symbol` from /proc/kallsyms, 0 if absent or hidden.
+std::uint64_t kallsyms_address(const std::string& symbol) {
+  std::ifstream in("/proc/kallsyms");
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream f(line);
+    std::string addr, type, name;
+    if (!(f >> addr >> type >> name) || name != symbol) continue;
+    return std::stoull(addr, nullptr, 16);
+  }
+  return 0;
+}
+
+struct collect {
+  std::vector<workqueue_event>* events;
+  int start_id, end_id;
+  std::uint64_t* lost;
+};
+
+void on_record(void* context, int id, int cpu, unsigned long long ts, unsigned long long work,
+               long long missed) {
+  auto* c = static_cast<collect*>(context);
+  if (missed > 0) *c->lost += static_cast<std::uint64_t>(missed);
+  if (id != c->start_id && id != c->end_id) return;
+  c->events->push_back({id == c->start_id, cpu, ts, work});
+}
+
+}  // namespace
+
+struct workqueue_trace::impl {
+  qtf_instance* instance = nullptr;
+  qtf_events* events = nullptr;
+  int start_id = -1, end_id = -1;
+  ~impl() {
+    if (events) qtf_events_free(events);
+    if (instance) qtf_instance_free(instance);
+  }
+};
+
+workqueue_trace::workqueue_trace(const std::string& function) : impl_(std::make_unique<impl>()) {
+  if (::geteuid() != 0) throw std::runtime_error("tracing the kernel needs root");
+  const char* dir = nullptr;
+  const int mounted = qtf_tracing_dir_is_mounted(0, &dir);
+  if (mounted < 0) throw std::runtime_error("tracefs: cannot tell whether it is mounted");
+  if (mounted == 0) {
+    if (qtf_tracing_dir_is_mounted(1, &dir) != 0 || !dir) {
+      throw std::runtime_error(
+          fmt::format("tracefs is not mounted and mounting it failed: {}", std::strerror(errno)));
+    }
+    unmount_.emplace(exit_cleanup::unmount(dir));
+  }
+  const std::string name = fmt::format("quiesce-{}", ::getpid());
+  impl_->instance = qtf_instance_create(name.c_str());
+  if (!impl_->instance) {
+    throw std::runtime_error(
+        fmt::format("tracefs: cannot create instance '{}': {}", name, std::strerror(errno)));
+  }
+  instance_path_ = fmt::format("{}/instances/{}", qtf_tracing_dir(), name);
+  remove_instance_.emplace(exit_cleanup::remove_empty_dir(instance_path_));
+  if (qtf_instance_file_write(impl_->instance, "trace_clock", "mono") < 0) {
+    throw std::runtime_error("tracefs: the 'mono' trace clock is not available");
+  }
+  // The kernel names a function-pointer field's symbol with the .function modifier (6.x);
+  // older kernels take the address.
+  std::string filter = fmt::format("function.function == {}", function);
+  for (const char* ev : {kStart, kEnd}) {
+    if (qtf_event_file_write(impl_->instance, kSystem, ev, "filter", filter.c_str()) >= 0) continue;
+    const std::uint64_t addr = kallsyms_address(function);
+    if (addr == 0) {
+      throw std::runtime_error(fmt::format(
+          "tracefs: cannot filter {} on '{}' (no .function filters, and /proc/kallsyms hides or "
+          "lacks its address)",
+          ev, function));
+    }
+    filter = fmt::format("function == 0x{:x}", addr);
+    if (qtf_event_file_write(impl_->instance, kSystem, ev, "filter", filter.c_str()) < 0) {
+      throw std::runtime_error(fmt::format("tracefs: the filter '{}' was refused", filter));
+    }
+  }
+  impl_->events = qtf_events_load(kSystem);
+  if (!impl_->events)
+    throw std::runtime_error("tracefs: cannot read the workqueue events' formats");
+  impl_->start_id = qtf_event_id(impl_->events, kSystem, kStart);
+  impl_->end_id = qtf_event_id(impl_->events, kSystem, kEnd);
+  if (impl_->start_id < 0 || impl_->end_id < 0) {
+    throw std::runtime_error("tracefs: no workqueue_execute_start/end events");
+  }
+  for (const char* ev : {kStart, kEnd}) {
+    if (qtf_event_enable(impl_->instance, kSystem, ev) < 0) {
+      throw std::runtime_error(fmt::format("tracefs: cannot enable {}", ev));
+    }
+  }
+  qtf_trace_on(impl_->instance);
+}
+
+workqueue_trace::~workqueue_trace() {
+  if (impl_ && impl_->instance) {
+    qtf_trace_off(impl_->instance);
+    qtf_event_disable_all(impl_->instance);
+  }
+  impl_.reset();
+  remove_instance_.reset();  // rmdir the instance, then
+  unmount_.reset();          // unmount tracefs if we mounted it
+}
+
+std::vector<traced_execution> workqueue_trace::take() {
+  std::vector<workqueue_event> events = std::move(open_);
+  open_.clear();
+  collect c{&events, impl_->start_id, impl_->end_id, &lost_};
+  qtf_read(impl_->events, impl_->instance, "work", on_record, &c);
+  return pair_executions(std::move(events), nullptr, &open_);
+}
+
+}  // namespace quiesce::host
