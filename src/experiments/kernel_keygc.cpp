@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "quiesce/clock.hpp"
+#include "quiesce/host/cyclictest.hpp"
 #include "quiesce/host/kernel_trace.hpp"
 #include "quiesce/host/keyring.hpp"
 #include "quiesce/host/kworker_time.hpp"
@@ -71,6 +72,23 @@ std::vector<cpu_lateness> close_window(cyclic_probe& probe) {
   return probe.end_window();
 }
 
+// cyclictest for a phase, if asked: started (and measuring) before the phase begins.
+void start_cyclictest(const kernel_keygc_config& cfg, std::optional<cyclictest_run>& run) {
+  if (!cfg.cyclictest) return;
+  run.emplace(cfg.cpu, cfg.probe_priority);
+  const std::uint64_t deadline = now_ns() + 10'000'000'000u;
+  while (!run->measuring()) {
+    if (now_ns() > deadline) throw std::runtime_error("cyclictest did not start within 10 s");
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+}
+
+void stop_cyclictest(std::optional<cyclictest_run>& run, int cpu, kernel_phase& out) {
+  if (!run) return;
+  out.cyclictest_max_ns.add(static_cast<double>(run->stop()));
+  out.cyclictest_cpu = cpu;
+}
+
 // The collector's executions of a phase that has just reclaimed its keys: every one that
 // ended, waiting for one still running to end.
 void collect_executions(workqueue_trace& trace, kernel_phase& phase) {
@@ -122,11 +140,14 @@ void run_unused(const kernel_keygc_config& cfg, int run, cyclic_probe& probe,
   const std::uint64_t target = kernel_keys_of_user() - cfg.keys;  // the keyrings stay
   const kworker_sample before = sample_kworkers();
   if (trace) trace->take();  // executions before the phase are not its own
+  std::optional<cyclictest_run> cyclic;
+  start_cyclictest(cfg, cyclic);
   probe.begin_window();
   const std::uint64_t cleared_at = now_ns();
   on_cpu(cfg.cpu, [&] { pop.clear_keyrings(); });
   const std::uint64_t gone_at = wait_reclaimed(target);
   const auto window = close_window(probe);
+  stop_cyclictest(cyclic, cfg.cpu, out);
   if (trace) collect_executions(*trace, out);
   attribute_collector(out, before, cfg.cpu);
   phase_latency l;
@@ -141,6 +162,8 @@ void run_expired(const kernel_keygc_config& cfg, unsigned gc_delay, int run, cyc
   const std::uint64_t target = kernel_keys_of_user() - cfg.keys;
   const kworker_sample before = sample_kworkers();
   if (trace) trace->take();
+  std::optional<cyclictest_run> cyclic;
+  start_cyclictest(cfg, cyclic);
   probe.begin_window();
   const std::int64_t last_expiry = on_cpu(cfg.cpu, [&] { return pop.set_timeouts(cfg.timeout_s); });
   // The kernel's expiry and gc_delay are whole wall-clock seconds: every key may be
@@ -151,6 +174,7 @@ void run_expired(const kernel_keygc_config& cfg, unsigned gc_delay, int run, cyc
   const std::uint64_t gone_at = wait_reclaimed(target);
   const std::uint64_t gone_real_ns = realtime_ns() - (now_ns() - gone_at);
   const auto window = close_window(probe);
+  stop_cyclictest(cyclic, cfg.cpu, out);
   if (trace) collect_executions(*trace, out);
   attribute_collector(out, before, cfg.cpu);
   phase_latency l;
@@ -173,6 +197,9 @@ nlohmann::json kernel_phase::to_json() const {
   j["collector_cpu"] = collector_cpu;
   j["collector_cpu_from"] = cpu_from_trace ? "tracepoints" : "kworker run time";
   j["kworker"] = summary_json(kworker_ns);
+  if (cyclictest_cpu >= 0) {
+    j["cyclictest"] = {{"cpu", cyclictest_cpu}, {"max", summary_json(cyclictest_max_ns)}};
+  }
   if (exec_ns.count() > 0 || cpu_from_trace) {
     j["executions"] = summary_json(exec_ns);
     nlohmann::json ms = nlohmann::json::array();
@@ -294,7 +321,19 @@ std::string kernel_keygc_text(const kernel_keygc_result& r) {
         p->collector_cpu, p->cpu_from_trace ? "from the tracepoints" : "from kworker run time",
         p->kworker_ns.mean() / 1e6, p->kworker_ns.max() / 1e6);
   }
-  return out + "\n" + phase_latency_lines(r.unused.latency, r.expired.latency, r.probe_policy);
+  out += "\n" + phase_latency_lines(r.unused.latency, r.expired.latency, r.probe_policy);
+  for (auto [name, p] : {std::pair{"unused", &r.unused}, std::pair{"expired", &r.expired}}) {
+    if (p->cyclictest_cpu < 0) continue;
+    const bool same = p->cyclictest_cpu == p->latency.probe.on.cpu;
+    out += fmt::format(
+        "{}: cyclictest (rt-tests) on CPU {}: max {:.3f} ms (largest of {} run{}); "
+        "cyclic_probe on {}: max {:.3f} ms\n",
+        name, p->cyclictest_cpu, p->cyclictest_max_ns.max() / 1e6, p->cyclictest_max_ns.count(),
+        p->cyclictest_max_ns.count() == 1 ? "" : "s",
+        same ? "the same CPU" : fmt::format("CPU {}", p->latency.probe.on.cpu),
+        p->latency.probe.on.late_ns.max() / 1e6);
+  }
+  return out;
 }
 
 }  // namespace quiesce::experiments

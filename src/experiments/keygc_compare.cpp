@@ -5,6 +5,8 @@
 
 #include <cmath>
 
+#include "quiesce/host/cyclictest.hpp"
+
 namespace quiesce::experiments {
 
 namespace {
@@ -35,6 +37,34 @@ std::string three_columns(const kernel_keygc_result& k, const keygc_result& base
                           const keygc_result& patched) {
   std::string md = fmt::format("| | kernel {} | quiesce {} | quiesce {} |\n|---|---|---|---|\n",
                                k.kernel, title(base), title(patched));
+  // keygcbench's own metric first: each execution of the collector (the kernel's from its
+  // workqueue tracepoints).
+  auto bench = [](const summary& s) {
+    return s.count() == 0 ? std::string("-")
+                          : fmt::format("{:.3f} / {:.3f} / {:.3f} / {:.3f}", s.min() / 1e6,
+                                        s.mean() / 1e6, s.max() / 1e6, s.variance() / 1e12);
+  };
+  const struct {
+    const char* name;
+    std::string kernel;
+    const summary &base, &patched;
+  } lines[] = {
+      {"unused", k.unused.skipped.empty() ? bench(k.unused.exec_ns) : "skipped", base.unused,
+       patched.unused},
+      {"expired", k.expired.skipped.empty() ? bench(k.expired.exec_ns) : "skipped", base.expired,
+       patched.expired},
+  };
+  for (const auto& l : lines) {
+    md += fmt::format("| keygcbench {}: min / avg / max ms / var ms^2 | {} | {} | {} |\n", l.name,
+                      k.traced() ? l.kernel : "untraced", bench(l.base), bench(l.patched));
+  }
+  const summary base_all = base.combined(), patched_all = patched.combined();
+  md += fmt::format("| keygcbench combined | {} | {} | {} |\n",
+                    k.traced() ? bench(k.combined()) : "untraced", bench(base_all),
+                    bench(patched_all));
+  md += fmt::format("| total task time, ms | {} | {:.1f} | {:.1f} |\n",
+                    k.traced() ? fmt::format("{:.1f}", k.combined().sum() / 1e6) : "untraced",
+                    base.total_ms(), patched.total_ms());
   struct row {
     const char* what;
     double (*value)(const phase_latency&);
@@ -66,12 +96,24 @@ std::string three_columns(const kernel_keygc_result& k, const keygc_result& base
                         cell(p.base, r), cell(p.patched, r));
     }
   }
+  for (const auto& p : phases) {
+    if (p.kernel.cyclictest_cpu < 0) continue;
+    md += fmt::format(
+        "| {}: cyclictest (rt-tests) max on CPU {}, ms (the ruler beside the probe) | {:.3f} | - "
+        "| - |\n",
+        p.name, p.kernel.cyclictest_cpu, p.kernel.cyclictest_max_ns.max() / 1e6);
+  }
   md += fmt::format(
       "| work-item probe max (queue->start on the collector's pool), ms | - | {:.3f} | {:.3f} |\n",
       base.probe_ns.max() / 1e6, patched.probe_ns.max() / 1e6);
   if (!k.expired.skipped.empty()) {
     md += fmt::format("\nThe kernel's expired phase was skipped: {}.\n", k.expired.skipped);
   }
+  md += k.traced() ? fmt::format(
+                         "\nThe kernel's executions come from its workqueue tracepoints "
+                         "(workqueue_execute_start/end of key_garbage_collector){}.\n",
+                         k.lost_events ? fmt::format("; {} events were lost", k.lost_events) : "")
+                   : fmt::format("\nThe kernel's executions were not traced: {}.\n", k.untraced);
   return md;
 }
 
@@ -264,6 +306,7 @@ void add_kernel_column(keygc_comparison_result& r, const keygc_config& c) {
   kernel_keygc_config k;
   k.keys = c.keys;
   k.per_keyring = c.per_keyring;
+  k.cyclictest = !host::cyclictest_unavailable();  // the ruler, where rt-tests is installed
   try {
     r.kernel = run_kernel_keygc(k);
   } catch (const std::exception& e) {

@@ -4,6 +4,8 @@
 // keyring cannot be used (no CONFIG_KEYS, a seccomp filter) they skip, saying why.
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/mount.h>
 #include <sys/wait.h>
@@ -18,13 +20,17 @@
 #include <sstream>
 #include <string>
 #include <system_error>
+#include <thread>
 #include <vector>
 
+#include "quiesce/clock.hpp"
 #include "quiesce/experiments/kernel_keygc.hpp"
+#include "quiesce/host/cyclictest.hpp"
 #include "quiesce/host/kernel_trace.hpp"
 #include "quiesce/host/keyring.hpp"
 #include "quiesce/host/kworker_time.hpp"
 #include "quiesce/host/sysctl_override.hpp"
+#include "quiesce/thread.hpp"
 #include "wait.hpp"
 
 namespace quiesce::experiments {
@@ -359,6 +365,46 @@ TEST(KeygcKernelCli, SigintDuringATracedRunLeavesNoInstanceNorMount) {
       << "status " << status << ": " << out;
   EXPECT_TRUE(read_tracefs_state() == before) << "a tracefs mount or instance was left behind";
   EXPECT_TRUE(none_left("." + std::to_string(c.pid) + "."));
+}
+
+TEST(Cyclictest, ParsesTheLargestMaxOfItsSummary) {
+  EXPECT_EQ(parse_cyclictest_max("# /dev/cpu_dma_latency set to 0us\n"
+                                 "T: 0 (25936) P: 1 I:1000 C:    996 Min:     55 Act:   59 Avg:   "
+                                 "66 Max:     227\n"
+                                 "T: 1 (25937) P: 1 I:1500 C:    664 Min:     50 Act:   60 Avg:   "
+                                 "61 Max:    1227\n"),
+            std::optional<std::uint64_t>(1227));
+  EXPECT_FALSE(parse_cyclictest_max("cyclictest: unknown option\n"));
+}
+
+// The field's ruler sees what quiesce's probe sees (cyclic_probe_test.cpp): a SCHED_FIFO
+// busy loop holding cyclictest's CPU shows as at least its length, less one interval.
+TEST(Cyclictest, ABusyLoopHoldingTheCpuIsSeenAsAtLeastItsLength) {
+  if (auto why = cyclictest_unavailable()) GTEST_SKIP() << *why;
+  const int cpu = cpu_set::current_affinity().cpus().back();
+  cyclictest_run run(cpu, 0);  // SCHED_OTHER: the FIFO loop keeps it off the CPU
+  ASSERT_TRUE(test::eventually([&] { return run.measuring(); })) << "cyclictest never started";
+  constexpr std::uint64_t hold_ns = 30'000'000, interval_ns = 1'000'000;
+  int fifo_error = 0;
+  {
+    named_thread blocker("blocker", cpu_set{cpu}, [&] {
+      sched_param sp{};
+      sp.sched_priority = 1;
+      fifo_error = pthread_setschedparam(pthread_self(), SCHED_FIFO, &sp);
+      if (fifo_error != 0) return;
+      const std::uint64_t start = now_ns();
+      while (now_ns() - start < hold_ns) {
+      }
+    });
+  }
+  if (fifo_error == EPERM) GTEST_SKIP() << "SCHED_FIFO not permitted here";
+  ASSERT_EQ(fifo_error, 0) << std::strerror(fifo_error);
+  // cyclictest records the late wake-up when it runs again: let it wake a few times.
+  const std::uint64_t resumed = now_ns();
+  while (now_ns() - resumed < 5 * interval_ns) {
+    std::this_thread::yield();
+  }
+  EXPECT_GE(run.stop(), hold_ns - interval_ns);
 }
 
 TEST(KeygcKernelCli, AQuotaRefusalIsOneClearLine) {

@@ -10,6 +10,7 @@
 #include "quiesce/experiments/kernel_keygc.hpp"
 #include "quiesce/experiments/keygc.hpp"
 #include "quiesce/experiments/keygc_compare.hpp"
+#include "quiesce/host/cyclictest.hpp"
 #include "registry.hpp"
 #include "trace_session.hpp"
 
@@ -25,6 +26,7 @@ struct keygc_cli {
   bool kernel = false;       // the host kernel's collector only
   bool with_kernel = false;  // --compare plus the kernel as a third column
   std::optional<unsigned> set_gc_delay;
+  bool cyclictest = false;  // kernel phases: Debian's cyclictest beside the probe
   bool json = false;
   std::string plot_dir;  // --plot DIR
 };
@@ -37,6 +39,7 @@ kernel_keygc_config kernel_config_for(const keygc_cli& o) {
   k.cpu = o.config.cpu;
   k.set_gc_delay = o.set_gc_delay;
   k.probe_priority = o.config.probe_priority;
+  k.cyclictest = o.cyclictest;
   return k;
 }
 
@@ -83,6 +86,12 @@ void validate(const keygc_cli& o) {
         "--kernel runs the kernel alone; use --compare --with-kernel for three columns");
   }
   if (o.with_kernel && !o.compare) throw usage_error("--with-kernel: only with --compare");
+  if (o.cyclictest && !o.kernel && !o.with_kernel) {
+    throw usage_error("--cyclictest: only with --kernel or --with-kernel");
+  }
+  if (o.cyclictest) {
+    if (auto why = host::cyclictest_unavailable()) throw usage_error("--cyclictest: " + *why);
+  }
   if (o.kernel && !o.plot_dir.empty()) {
     throw usage_error("--plot: the kernel alone has no plots; use --compare --with-kernel");
   }
@@ -137,6 +146,9 @@ const command_registrar keygc_command{
                   "Kernel: set /proc/sys/kernel/keys/gc_delay to SECONDS for the run "
                   "(restored on exit) so the expired phase can run",
                   number_range<unsigned>{1, 31'536'000});
+       sub->add_flag("--cyclictest", o->cyclictest,
+                     "Kernel phases: run Debian's cyclictest (rt-tests) on the collector's CPU "
+                     "beside the probe, same priority and 1 ms interval");
        sub->add_flag("--json", o->json, "One JSON object on stdout");
        add_plot_option(sub, o->plot_dir);
        sub->callback(traced(sub, [o] {

@@ -29,6 +29,9 @@ struct kernel_keygc_config {
   // (quiesce/host/kernel_trace.hpp; root, tracefs). Where tracing cannot be used, the
   // result says why and the collector's CPU is inferred from kworker run time.
   bool trace = true;
+  // Also run Debian's cyclictest pinned to the CPU the phases are triggered on (the
+  // collector's), same priority and 1 ms interval as the probe, for each phase.
+  bool cyclictest = false;
 };
 
 struct kernel_phase {
@@ -43,6 +46,9 @@ struct kernel_phase {
   // Traced: every execution of the collector in the phase (ns), keygcbench's samples.
   summary exec_ns;
   std::vector<double> exec_ns_list;
+  // With cyclictest: its max latency per run (ns) on `cyclictest_cpu`.
+  summary cyclictest_max_ns;
+  int cyclictest_cpu = -1;
   phase_latency latency;
   nlohmann::json to_json() const;
 };
