@@ -49,19 +49,6 @@ struct experiment {
 
 std::vector<experiment>& experiments();
 
-// For the experiments not yet typed (sanitize, sweep, verity bench): a run that returns
-// JSON and a Markdown renderer that reads it back by key. To be replaced by typed results
-// as keygc's (quiesce/experiments/keygc_compare.hpp).
-inline std::function<experiment_output(const experiment_options&)> rendered_from_json(
-    std::function<nlohmann::json(const experiment_options&)> run,
-    std::function<std::string(const nlohmann::json&)> markdown) {
-  return [run = std::move(run), markdown = std::move(markdown)](const experiment_options& o) {
-    nlohmann::json j = run(o);
-    std::string md = markdown(j);
-    return experiment_output{std::move(j), std::move(md), {}};
-  };
-}
-
 struct experiment_registrar {
   explicit experiment_registrar(experiment e) { experiments().push_back(std::move(e)); }
 };
