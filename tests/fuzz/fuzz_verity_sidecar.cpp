@@ -51,7 +51,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* input, std::size_t siz
 
   std::optional<verity::verified_file> v;
   try {
-    v.emplace(file, wq, side);
+    v.emplace(file, wq, verity::trust_policy::integrity(), side);
   } catch (const std::system_error&) {
     return 0;
   }
