@@ -251,6 +251,11 @@ class workqueue {
   wq_stats stats() const;
   const std::string& name() const noexcept;
   const wq_options& options() const noexcept;
+  // True if the calling thread is a worker executing a work item queued on this queue (an
+  // item that queueing calls "chained"). Lets code that waits for its own work on this
+  // queue refuse to do so from the queue's items when they would deadlock (ordered or
+  // max_active 1). Reads only the calling worker's own state: no lock, no allocation.
+  bool in_own_item() const noexcept;
 
  private:
   friend struct detail::wq_access;

@@ -2,6 +2,7 @@
 #include "quiesce/host/kernel_trace.hpp"
 
 #include <fmt/format.h>
+#include <sys/mount.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -101,24 +102,28 @@ struct workqueue_trace::impl {
 
 workqueue_trace::workqueue_trace(const std::string& function) : impl_(std::make_unique<impl>()) {
   if (::geteuid() != 0) throw std::runtime_error("tracing the kernel needs root");
+  // Each undo action is registered before the step it undoes, so a signal arriving between
+  // the two still undoes it (undoing a step that did not happen fails harmlessly).
   const char* dir = nullptr;
   const int mounted = qtf_tracing_dir_is_mounted(0, &dir);
   if (mounted < 0) throw std::runtime_error("tracefs: cannot tell whether it is mounted");
   if (mounted == 0) {
-    if (qtf_tracing_dir_is_mounted(1, &dir) != 0 || !dir) {
+    constexpr const char* kTracefs = "/sys/kernel/tracing";
+    unmount_.emplace(exit_cleanup::unmount(kTracefs));
+    if (::mount("nodev", kTracefs, "tracefs", 0, nullptr) != 0) {
       throw std::runtime_error(
-          fmt::format("tracefs is not mounted and mounting it failed: {}", std::strerror(errno)));
+          fmt::format("tracefs is not mounted and mounting it at {} failed: {}", kTracefs,
+                      std::strerror(errno)));
     }
-    unmount_.emplace(exit_cleanup::unmount(dir));
   }
   const std::string name = fmt::format("quiesce-{}", ::getpid());
+  instance_path_ = fmt::format("{}/instances/{}", qtf_tracing_dir(), name);
+  remove_instance_.emplace(exit_cleanup::remove_empty_dir(instance_path_));
   impl_->instance = qtf_instance_create(name.c_str());
   if (!impl_->instance) {
     throw std::runtime_error(
         fmt::format("tracefs: cannot create instance '{}': {}", name, std::strerror(errno)));
   }
-  instance_path_ = fmt::format("{}/instances/{}", qtf_tracing_dir(), name);
-  remove_instance_.emplace(exit_cleanup::remove_empty_dir(instance_path_));
   if (qtf_instance_file_write(impl_->instance, "trace_clock", "mono") < 0) {
     throw std::runtime_error("tracefs: the 'mono' trace clock is not available");
   }

@@ -1,11 +1,16 @@
-// Salted block hashing with libcrypto, shared by the tree builder and the verifier.
-// Not installed.
+// Salted block hashing with libcrypto, shared by the tree builder and the verifier, and
+// the test seam that makes one libcrypto call fail. Not installed.
+//
+// Fail closed: every libcrypto call's result is checked; a hash that could not be computed
+// is reported (hash() returns false, the constructor throws) and its output is never used.
 #pragma once
 
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cstring>
 #include <memory>
 #include <stdexcept>
 #include <vector>
@@ -13,6 +18,23 @@
 #include "quiesce/verity.hpp"
 
 namespace quiesce::verity::detail {
+
+// ---- test seam: fault injection into the hasher's libcrypto calls -------------------------
+// The calls the hasher makes, for the fault hook.
+enum class evp_call { init, update, copy, final };
+// When set, called before each of the hasher's libcrypto calls (any thread); returning true
+// skips that call and reports it failed, as the call's contract allows it to fail (its
+// output left as it was). nullptr - the default, and the only value outside tests - costs
+// one relaxed load per call. Tests set it while no hashing runs and reset it after.
+inline std::atomic<bool (*)(evp_call)> evp_fault_hook{nullptr};
+
+// Runs `call` (a libcrypto call returning 1 on success) unless the hook fails it.
+template <typename Call>
+[[nodiscard]] bool evp_ok(evp_call which, Call&& call) {
+  if (bool (*hook)(evp_call) = evp_fault_hook.load(std::memory_order_relaxed); hook && hook(which))
+    return false;
+  return call() == 1;
+}
 
 // Initialises libcrypto once, without its atexit cleanup: that cleanup would run before the
 // workqueue's workers exit (it registers later than the pools) and orphan their per-thread
@@ -34,23 +56,39 @@ using ctx_ptr = std::unique_ptr<EVP_MD_CTX, ctx_deleter>;
 // Hashes blocks as H(padded salt || block): the salted prefix is absorbed once, then copied.
 class block_hasher {
  public:
+  // Throws std::runtime_error naming libcrypto if the digest cannot be set up (no such
+  // algorithm, no memory, a failed call).
   explicit block_hasher(const params& p)
       : md_((init_crypto(), md_of(p.alg))), base_(EVP_MD_CTX_new()), work_(EVP_MD_CTX_new()) {
-    if (!base_ || !work_ || EVP_DigestInit_ex(base_.get(), md_, nullptr) != 1) {
-      throw std::runtime_error("libcrypto: cannot initialise a digest");
+    if (!md_ || !base_ || !work_ ||
+        !evp_ok(evp_call::init, [&] { return EVP_DigestInit_ex(base_.get(), md_, nullptr); })) {
+      throw std::runtime_error(std::string("libcrypto: cannot initialise a ") + to_string(p.alg) +
+                               " digest");
     }
     if (!p.salt.empty()) {
       // Zero-padded to a multiple of the hash's internal block size (64 or 128).
       const std::size_t unit = p.alg == hash_alg::sha512 ? 128 : 64;
       std::vector<std::uint8_t> padded((p.salt.size() + unit - 1) / unit * unit, 0);
       std::copy(p.salt.begin(), p.salt.end(), padded.begin());
-      EVP_DigestUpdate(base_.get(), padded.data(), padded.size());
+      if (!evp_ok(evp_call::update,
+                  [&] { return EVP_DigestUpdate(base_.get(), padded.data(), padded.size()); })) {
+        throw std::runtime_error("libcrypto: cannot hash the salt");
+      }
     }
   }
-  void hash(const std::uint8_t* block, std::size_t size, std::uint8_t* out) {
-    EVP_MD_CTX_copy_ex(work_.get(), base_.get());
-    EVP_DigestUpdate(work_.get(), block, size);
-    EVP_DigestFinal_ex(work_.get(), out, nullptr);
+  // Writes H(padded salt || block) to `out` (the digest size). False if any libcrypto call
+  // failed: `out` then holds zeros, and must not be used.
+  [[nodiscard]] bool hash(const std::uint8_t* block, std::size_t size, std::uint8_t* out) {
+    const std::size_t d = static_cast<std::size_t>(EVP_MD_get_size(md_));
+    std::memset(out, 0, d);
+    unsigned len = 0;
+    const bool ok =
+        evp_ok(evp_call::copy, [&] { return EVP_MD_CTX_copy_ex(work_.get(), base_.get()); }) &&
+        evp_ok(evp_call::update, [&] { return EVP_DigestUpdate(work_.get(), block, size); }) &&
+        evp_ok(evp_call::final, [&] { return EVP_DigestFinal_ex(work_.get(), out, &len); }) &&
+        len == d;
+    if (!ok) std::memset(out, 0, d);
+    return ok;
   }
 
  private:

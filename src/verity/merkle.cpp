@@ -1,8 +1,7 @@
-#include <fcntl.h>
+// Merkle trees, descriptors and file digests (byte-identical to fsverity-utils), built from
+// memory or streamed from a file, level 0 optionally in parallel on a workqueue.
 #include <fmt/format.h>
 #include <openssl/evp.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -16,6 +15,8 @@
 #include "merkle_layout.hpp"
 #include "quiesce/verity.hpp"
 #include "quiesce/workqueue.hpp"
+#include "regular_file.hpp"
+#include "trust.hpp"
 
 namespace quiesce::verity {
 
@@ -54,6 +55,10 @@ void params::validate() const {
 
 namespace {
 
+[[noreturn]] void hash_failed() {
+  throw std::system_error(EIO, std::generic_category(), "libcrypto: a hash failed");
+}
+
 // Builds the levels above level 0 (given its hashes) and fills the tree.
 void finish_tree(merkle_tree& t, std::vector<std::uint8_t> hashes, std::uint64_t blocks) {
   const params& p = t.p;
@@ -74,8 +79,9 @@ void finish_tree(merkle_tree& t, std::vector<std::uint8_t> hashes, std::uint64_t
     std::uint8_t* const at = t.tree.data() + level.offset;
     std::copy(hashes.begin(), hashes.begin() + static_cast<std::ptrdiff_t>(count * d), at);
     std::vector<std::uint8_t> next(level.blocks * d);
-    for (std::uint64_t b = 0; b < level.blocks; ++b)
-      hasher.hash(at + b * p.block_size, p.block_size, &next[b * d]);
+    for (std::uint64_t b = 0; b < level.blocks; ++b) {
+      if (!hasher.hash(at + b * p.block_size, p.block_size, &next[b * d])) hash_failed();
+    }
     hashes = std::move(next);
     count = level.blocks;
   }
@@ -83,20 +89,8 @@ void finish_tree(merkle_tree& t, std::vector<std::uint8_t> hashes, std::uint64_t
   t.levels = std::move(layout.levels);
 }
 
-class fd_guard {
- public:
-  explicit fd_guard(int fd) : fd_(fd) {}
-  ~fd_guard() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  int get() const { return fd_; }
-
- private:
-  int fd_;
-};
-
 // Hashes data blocks [first, last) of `fd` into `out` (level-0 hashes), reading 1 MiB at
-// a time. Returns 0 or an errno.
+// a time. Returns 0 or an errno (EIO if a hash failed).
 int hash_range(int fd, const params& p, std::uint64_t size, std::uint64_t first, std::uint64_t last,
                std::uint8_t* out) {
   block_hasher hasher(p);
@@ -107,20 +101,11 @@ int hash_range(int fd, const params& p, std::uint64_t size, std::uint64_t first,
     const std::uint64_t n = std::min<std::uint64_t>(chunk_blocks, last - b);
     const std::uint64_t offset = b * p.block_size;
     const std::uint64_t want = std::min<std::uint64_t>(n * p.block_size, size - offset);
-    std::size_t got = 0;
-    while (got < want) {
-      const ssize_t r = ::pread(fd, buf.data() + got, want - got, static_cast<off_t>(offset + got));
-      if (r < 0) {
-        if (errno == EINTR) continue;
-        return errno;
-      }
-      if (r == 0) return EIO;  // the file shrank under us
-      got += static_cast<std::size_t>(r);
-    }
+    if (const int err = detail::pread_exact(fd, buf.data(), want, offset)) return err;
     std::fill(buf.begin() + static_cast<std::ptrdiff_t>(want),
               buf.begin() + static_cast<std::ptrdiff_t>(n * p.block_size), 0);
     for (std::uint64_t i = 0; i < n; ++i) {
-      hasher.hash(&buf[i * p.block_size], p.block_size, out + (b + i - first) * d);
+      if (!hasher.hash(&buf[i * p.block_size], p.block_size, out + (b + i - first) * d)) return EIO;
     }
     b += n;
   }
@@ -141,12 +126,14 @@ merkle_tree build_tree(const std::uint8_t* data, std::size_t size, const params&
   std::vector<std::uint8_t> last(p.block_size, 0);
   for (std::uint64_t b = 0; b < blocks; ++b) {
     const std::size_t offset = b * p.block_size;
+    bool ok;
     if (offset + p.block_size <= size) {
-      hasher.hash(data + offset, p.block_size, &hashes[b * d]);
+      ok = hasher.hash(data + offset, p.block_size, &hashes[b * d]);
     } else {
       std::copy(data + offset, data + size, last.begin());
-      hasher.hash(last.data(), p.block_size, &hashes[b * d]);
+      ok = hasher.hash(last.data(), p.block_size, &hashes[b * d]);
     }
+    if (!ok) hash_failed();
   }
   finish_tree(t, std::move(hashes), blocks);
   return t;
@@ -154,18 +141,11 @@ merkle_tree build_tree(const std::uint8_t* data, std::size_t size, const params&
 
 merkle_tree build_tree(const std::filesystem::path& path, const params& p, workqueue* wq) {
   p.validate();
-  fd_guard fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (fd.get() < 0) throw std::system_error(errno, std::generic_category(), path.string());
-  struct stat st {};
-  if (::fstat(fd.get(), &st) != 0)
-    throw std::system_error(errno, std::generic_category(), path.string());
-  if (!S_ISREG(st.st_mode)) {
-    throw std::system_error(EINVAL, std::generic_category(),
-                            path.string() + ": not a regular file");
-  }
+  const detail::regular_file file = detail::open_regular(path);
+  const int fd = file.fd.get();
   merkle_tree t;
   t.p = p;
-  t.data_size = static_cast<std::uint64_t>(st.st_size);
+  t.data_size = file.size;
   const std::size_t d = digest_size(p.alg);
   const std::uint64_t blocks = (t.data_size + p.block_size - 1) / p.block_size;
   std::vector<std::uint8_t> hashes(blocks * d);
@@ -175,21 +155,35 @@ merkle_tree build_tree(const std::filesystem::path& path, const params& p, workq
   if (wq && blocks > 2 * min_range) {
     const std::uint64_t parts = std::min<std::uint64_t>(64, blocks / min_range);
     std::atomic<int> first_err{0};
+    auto record = [&first_err](int e) {
+      int expected = 0;
+      first_err.compare_exchange_strong(expected, e);
+    };
     std::vector<std::unique_ptr<work>> items;
-    for (std::uint64_t i = 0; i < parts; ++i) {
+    bool refused = false;
+    for (std::uint64_t i = 0; i < parts && !refused; ++i) {
       const std::uint64_t lo = blocks * i / parts, hi = blocks * (i + 1) / parts;
       items.push_back(std::make_unique<work>("verity_hash_level0", [&, lo, hi](work&) {
-        const int e = hash_range(fd.get(), p, t.data_size, lo, hi, &hashes[lo * d]);
-        int expected = 0;
-        if (e) first_err.compare_exchange_strong(expected, e);
+        try {
+          if (const int e = hash_range(fd, p, t.data_size, lo, hi, &hashes[lo * d])) record(e);
+        } catch (...) {  // e.g. no digest in libcrypto: the range is not hashed
+          record(EIO);
+        }
       }));
-      wq->queue(*items.back());
+      // A draining (or exiting) queue refuses the item: its range would stay unhashed.
+      refused = !wq->queue(*items.back());
     }
     for (auto& w : items)
-      w->flush();
+      w->flush();  // every queued item has finished before `hashes` goes
+    if (refused) {
+      throw std::system_error(ECANCELED, std::generic_category(),
+                              fmt::format("{}: workqueue '{}' refused the hashing work (draining "
+                                          "or exiting)",
+                                          path.string(), wq->name()));
+    }
     err = first_err.load();
   } else {
-    err = hash_range(fd.get(), p, t.data_size, 0, blocks, hashes.data());
+    err = hash_range(fd, p, t.data_size, 0, blocks, hashes.data());
   }
   if (err) throw std::system_error(err, std::generic_category(), path.string());
   finish_tree(t, std::move(hashes), blocks);
@@ -225,16 +219,7 @@ std::vector<std::uint8_t> file_digest(const merkle_tree& t) {
 }
 
 std::vector<std::uint8_t> builtin_sig_message(const merkle_tree& t) {
-  const std::vector<std::uint8_t> digest = file_digest(t);
-  std::vector<std::uint8_t> msg = {'F', 'S', 'V', 'e', 'r', 'i', 't', 'y'};
-  const auto alg = static_cast<std::uint16_t>(t.p.alg);
-  const auto size = static_cast<std::uint16_t>(digest.size());
-  msg.push_back(static_cast<std::uint8_t>(alg & 0xff));
-  msg.push_back(static_cast<std::uint8_t>(alg >> 8));
-  msg.push_back(static_cast<std::uint8_t>(size & 0xff));
-  msg.push_back(static_cast<std::uint8_t>(size >> 8));
-  msg.insert(msg.end(), digest.begin(), digest.end());
-  return msg;
+  return detail::formatted_digest(t.p.alg, file_digest(t));
 }
 
 std::string to_hex(const std::vector<std::uint8_t>& bytes) {

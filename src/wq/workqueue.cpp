@@ -174,6 +174,9 @@ const std::string& workqueue::name() const noexcept {
 const wq_options& workqueue::options() const noexcept {
   return impl_->opt;
 }
+bool workqueue::in_own_item() const noexcept {
+  return detail::is_chained(*impl_);
+}
 
 wq_stats workqueue::stats() const {
   wq_stats s;

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <pty.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -128,7 +129,7 @@ TEST_F(Cli, VerityBadInputIsExit2AndWritesNothing) {
   EXPECT_EQ(run("verity digest " + file_.string() + " --salt " + std::string(66, 'a')).code, 2);
   EXPECT_EQ(run("verity digest " + file_.string() + " --block-size 3000").code, 2);
   EXPECT_EQ(run("verity digest " + file_.string() + " --block-size 32").code, 2);
-  EXPECT_EQ(run("verity verify " + file_.string()).code, 2);  // no sidecar
+  EXPECT_EQ(run("verity verify " + file_.string() + " --integrity-only").code, 2);  // no sidecar
   const fs::path tree = dir_ / "nodir" / "tree";
   EXPECT_NE(run("verity digest " + file_.string() + " --out-merkle-tree " + tree.string()).code, 0);
   EXPECT_FALSE(fs::exists(tree));
@@ -137,13 +138,13 @@ TEST_F(Cli, VerityBadInputIsExit2AndWritesNothing) {
 
 TEST_F(Cli, VerityVerifyFailsWithExit1NamingTheBlock) {
   ASSERT_EQ(run("verity enable " + file_.string()).code, 0);
-  EXPECT_EQ(run("verity verify " + file_.string()).code, 0);
+  EXPECT_EQ(run("verity verify " + file_.string() + " --integrity-only").code, 0);
   {
     std::fstream io(file_, std::ios::binary | std::ios::in | std::ios::out);
     io.seekp(3 * 4096 + 5);
     io.put('\x01');
   }
-  const result bad = run("verity verify " + file_.string());
+  const result bad = run("verity verify " + file_.string() + " --integrity-only");
   EXPECT_EQ(bad.code, 1);
   EXPECT_NE(bad.out.find("block 3 failed fs-verity verification"), std::string::npos) << bad.out;
 }
@@ -159,7 +160,117 @@ TEST_F(Cli, VerityEnableNeverFollowsAPlantedSymlink) {
   std::ifstream in(victim);
   EXPECT_EQ(std::string(std::istreambuf_iterator<char>(in), {}), "precious");
   EXPECT_FALSE(fs::is_symlink(file_.string() + ".verity"));
-  EXPECT_EQ(run("verity verify " + file_.string()).code, 0);
+  EXPECT_EQ(run("verity verify " + file_.string() + " --integrity-only").code, 0);
+}
+
+// ---- verity: the root of trust (issue 16) ----
+
+// verify trusts nothing by default: it needs a digest, a certificate, or --integrity-only.
+TEST_F(Cli, VerityVerifyNeedsSomethingToTrust) {
+  ASSERT_EQ(run("verity enable " + file_.string()).code, 0);
+  const result r = run("verity verify " + file_.string());
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.out.find("nothing to trust"), std::string::npos) << r.out;
+  EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << r.out;
+  EXPECT_EQ(run("verity verify " + file_.string() + " --digest sha256:abcd").code, 2);
+  EXPECT_EQ(run("verity verify " + file_.string() + " --digest md5:00").code, 2);
+  EXPECT_EQ(run("verity verify " + file_.string() + " --require-signatures").code, 2);
+  EXPECT_EQ(run("verity verify " + file_.string() + " --cert " + (dir_ / "none.pem").string()).code,
+            2);
+  const result ok = run("verity verify " + file_.string() + " --integrity-only", true);
+  EXPECT_EQ(ok.code, 0);
+  EXPECT_NE(ok.out.find("not authenticated"), std::string::npos) << ok.out;
+}
+
+// The issue's attack through the CLI: rewrite the data and regenerate the sidecar. A pinned
+// digest (as `fsverity digest` prints it) refuses it with exit 1.
+TEST_F(Cli, VerityVerifyDigestRefusesARewrittenFile) {
+  const result digest = run_shell("fsverity digest " + file_.string() + " | cut -d' ' -f1");
+  ASSERT_EQ(digest.code, 0);
+  const std::string d = digest.out.substr(0, digest.out.find('\n'));
+  ASSERT_EQ(run("verity enable " + file_.string()).code, 0);
+  const result ok = run("verity verify " + file_.string() + " --digest " + d, true);
+  EXPECT_EQ(ok.code, 0) << ok.out;
+  EXPECT_NE(ok.out.find("digest trusted"), std::string::npos) << ok.out;
+  std::string flipped = d;
+  flipped.back() = flipped.back() == '0' ? '1' : '0';
+  EXPECT_EQ(run("verity verify " + file_.string() + " --digest " + flipped).code, 1);
+  {
+    std::fstream io(file_, std::ios::binary | std::ios::in | std::ios::out);
+    io.seekp(777);
+    io.put('\x55');
+  }
+  ASSERT_EQ(run("verity enable " + file_.string()).code, 0);  // the attacker's sidecar
+  EXPECT_EQ(run("verity verify " + file_.string() + " --integrity-only").code, 0);
+  const result bad = run("verity verify " + file_.string() + " --digest " + d);
+  EXPECT_EQ(bad.code, 1);
+  EXPECT_NE(bad.out.find("is not the trusted"), std::string::npos) << bad.out;
+}
+
+// Interoperability: `fsverity sign` makes the signature, `enable --signature` stores it,
+// `verify --cert` checks it; another key's certificate, or a file that changed, is refused.
+TEST_F(Cli, VerityBuiltinSignaturesFromFsveritySign) {
+  for (const char* name : {"trusted", "other"}) {
+    const std::string k = (dir_ / name).string();
+    ASSERT_EQ(
+        run_shell("openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=cli-" +
+                  std::string(name) + " -keyout " + k + ".key -out " + k + ".pem >/dev/null 2>&1")
+            .code,
+        0);
+  }
+  const std::string key = (dir_ / "trusted.key").string(), cert = (dir_ / "trusted.pem").string();
+  const std::string other = (dir_ / "other.pem").string(), sig = (dir_ / "sig").string();
+  ASSERT_EQ(run_shell("fsverity sign " + file_.string() + " " + sig + " --key=" + key +
+                      " --cert=" + cert + " >/dev/null 2>&1")
+                .code,
+            0);
+  EXPECT_EQ(run("verity enable " + file_.string() + " --signature " + cert).code, 2);  // not one
+  EXPECT_EQ(run("verity enable " + file_.string() + " --signature " + dir_.string()).code, 2);
+  EXPECT_FALSE(fs::exists(file_.string() + ".verity"));
+  const result en = run("verity enable " + file_.string() + " --signature " + sig, true);
+  ASSERT_EQ(en.code, 0) << en.out;
+  EXPECT_NE(en.out.find("signature"), std::string::npos) << en.out;
+  const result ok =
+      run("verity verify " + file_.string() + " --cert " + cert + " --require-signatures", true);
+  EXPECT_EQ(ok.code, 0) << ok.out;
+  EXPECT_NE(ok.out.find("signed by /CN=cli-trusted"), std::string::npos) << ok.out;
+  // Repeatable: either certificate may be the signer's.
+  EXPECT_EQ(run("verity verify " + file_.string() + " --cert " + other + " --cert " + cert).code,
+            0);
+  const result wrong = run("verity verify " + file_.string() + " --cert " + other);
+  EXPECT_EQ(wrong.code, 1);
+  EXPECT_NE(wrong.out.find("not a trusted one"), std::string::npos) << wrong.out;
+  // The data changed and the tree rebuilt with the old signature: the signature no longer
+  // signs the file's digest.
+  {
+    std::fstream io(file_, std::ios::binary | std::ios::in | std::ios::out);
+    io.seekp(5);
+    io.put('\x42');
+  }
+  ASSERT_EQ(run("verity enable " + file_.string() + " --signature " + sig).code, 0);
+  const result rejected = run("verity verify " + file_.string() + " --cert " + cert);
+  EXPECT_EQ(rejected.code, 1);
+  EXPECT_NE(rejected.out.find("incorrect file signature"), std::string::npos) << rejected.out;
+  // Unsigned, under --require-signatures: refused.
+  ASSERT_EQ(run("verity enable " + file_.string()).code, 0);
+  EXPECT_EQ(
+      run("verity verify " + file_.string() + " --cert " + cert + " --require-signatures").code, 1);
+}
+
+// Hostile inputs: a FIFO sidecar or file is refused at once (exit 2), never waited on.
+TEST_F(Cli, VerityRefusesFifosWithoutBlocking) {
+  ASSERT_EQ(::mkfifo((dir_ / "fifo").c_str(), 0600), 0);
+  ASSERT_EQ(run("verity enable " + file_.string()).code, 0);
+  const result r = run_in(dir_, "verity verify " + file_.string() + " --integrity-only --sidecar " +
+                                    (dir_ / "fifo").string());
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("a FIFO"), std::string::npos) << r.out;
+  EXPECT_EQ(run_in(dir_, "verity digest " + (dir_ / "fifo").string()).code, 2);
+  EXPECT_EQ(run_in(dir_, "verity enable " + (dir_ / "fifo").string()).code, 2);
+  EXPECT_EQ(
+      run_in(dir_, "verity enable " + file_.string() + " --signature " + (dir_ / "fifo").string())
+          .code,
+      2);
 }
 
 // Runs the CLI on a pseudo-terminal (stdin, stdout and stderr all on it, as in an

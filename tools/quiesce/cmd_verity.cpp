@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <filesystem>
 #include <fstream>
 #include <optional>
@@ -78,6 +79,7 @@ void run_digest(const digest_cli& o) {
 struct enable_cli {
   std::string file, hash_alg = "sha256", salt, sidecar;
   std::size_t block_size = 4096;
+  std::string signature;  // --signature FILE: a built-in signature (`fsverity sign`)
 };
 
 verity::params params_of(const std::string& alg, std::size_t block_size, const std::string& salt) {
@@ -97,28 +99,86 @@ std::optional<fs::path> sidecar_arg(const std::string& s) {
   return s.empty() ? std::nullopt : std::optional<fs::path>(s);
 }
 
+// The built-in signature in `path`, at most max_signature_size bytes of a regular file
+// (enable() checks that it is a DER PKCS#7 signature); anything else is a usage error.
+std::vector<std::uint8_t> read_signature(const std::string& path) {
+  std::error_code ec;
+  const auto st = fs::status(path, ec);
+  if (!ec && fs::exists(st) && !fs::is_regular_file(st))
+    throw usage_error(fmt::format("--signature: '{}' is not a regular file", path));
+  try {
+    const std::string bytes = read_file(path, verity::max_signature_size);
+    return {bytes.begin(), bytes.end()};
+  } catch (const std::system_error& e) {
+    throw usage_error(fmt::format("--signature: {}", e.what()));
+  }
+}
+
 void run_enable(const enable_cli& o) {
   const verity::params p = params_of(o.hash_alg, o.block_size, o.salt);
+  const std::vector<std::uint8_t> sig =
+      o.signature.empty() ? std::vector<std::uint8_t>{} : read_signature(o.signature);
   workqueue wq("verity_enable", wq_options{.unbound = true, .scope = affinity_scope::system});
   verity::merkle_tree t;
   try {
-    t = verity::enable(o.file, p, sidecar_arg(o.sidecar), &wq);
+    t = verity::enable(o.file, p, sidecar_arg(o.sidecar), &wq, sig);
   } catch (const std::system_error& e) {
     throw usage_error(fmt::format("can't enable '{}': {}", o.file, e.what()));
-  }
-  fmt::print("{}:{} {} (sidecar {}, tree {} bytes)\n", verity::to_string(p.alg),
+  }  // std::invalid_argument (a signature that is not one) names "signature": exit 2
+  fmt::print("{}:{} {} (sidecar {}, tree {} bytes{})\n", verity::to_string(p.alg),
              verity::to_hex(verity::file_digest(t)), o.file,
-             o.sidecar.empty() ? o.file + ".verity" : o.sidecar, t.tree.size());
+             o.sidecar.empty() ? o.file + ".verity" : o.sidecar, t.tree.size(),
+             sig.empty() ? "" : fmt::format(", signature {} bytes", sig.size()));
 }
 
-// Reads the whole file through the verified path; exit 1 with the error on a mismatch.
-void run_verify(const std::string& file, const std::string& sidecar) {
+struct verify_cli {
+  std::string file, sidecar;
+  std::string digest;              // --digest ALG:HEX
+  std::vector<std::string> certs;  // --cert FILE, repeatable
+  bool require_signatures = false;
+  bool integrity_only = false;
+};
+
+// The trust policy the flags ask for; a usage error if they ask for nothing.
+verity::trust_policy policy_of(const verify_cli& o) {
+  verity::trust_policy t;
+  try {
+    if (!o.digest.empty()) t.digest = verity::expected_digest::parse(o.digest);
+    for (const std::string& c : o.certs)
+      t.certs.add_file(c);
+  } catch (const std::system_error& e) {
+    throw usage_error(fmt::format("--cert: {}", e.what()));
+  }  // std::invalid_argument names "digest" or "cert": exit 2
+  t.require_signatures = o.require_signatures;
+  t.integrity_only = o.integrity_only;
+  if (t.require_signatures && t.certs.empty())
+    throw usage_error("--require-signatures: give the trusted certificates with --cert FILE");
+  if (!t.digest && t.certs.empty() && !t.integrity_only) {
+    throw usage_error(
+        "verify: nothing to trust - give --digest ALG:HEX (as `fsverity digest` prints it) or "
+        "--cert FILE, or --integrity-only to check the file against its sidecar alone");
+  }
+  return t;
+}
+
+// Opens FILE under the trust the flags give, then reads it all through the verified path;
+// exit 1 with the error if the file is not trusted or a block does not verify.
+void run_verify(const verify_cli& o) {
+  const verity::trust_policy trust = policy_of(o);
   workqueue wq("fsverity_read_queue", wq_options{.highpri = true});
   std::optional<verity::verified_file> v;
   try {
-    v.emplace(file, wq, sidecar_arg(sidecar));
+    v.emplace(o.file, wq, trust, sidecar_arg(o.sidecar));
   } catch (const std::system_error& e) {
-    throw usage_error(e.what());  // missing/unreadable file, missing or truncated sidecar
+    switch (e.code().value()) {
+      case EKEYREJECTED:
+      case ENOKEY:
+      case EBADMSG:
+      case EPERM:
+        throw std::runtime_error(e.what());  // not authentic: exit 1
+      default:
+        throw usage_error(e.what());  // missing, unreadable or not regular; a bad sidecar
+    }
   }
   std::vector<std::uint8_t> buf(1 << 20);
   std::uint64_t total = 0;
@@ -129,8 +189,13 @@ void run_verify(const std::string& file, const std::string& sidecar) {
       throw std::runtime_error(e.what());  // EIO: names the file and the block
     }
   }
-  fmt::print("{}:{} {}: verified {} bytes\n", verity::to_string(v->tree().p.alg),
-             verity::to_hex(v->digest()), file, total);
+  const verity::trust_result& r = v->trust();
+  std::string how;
+  if (r.digest_matched) how = "digest trusted";
+  if (r.signature_verified) how += (how.empty() ? "" : ", ") + ("signed by " + r.signer);
+  if (how.empty()) how = "integrity only, not authenticated";
+  fmt::print("{}:{} {}: verified {} bytes ({})\n", verity::to_string(v->tree().p.alg),
+             verity::to_hex(v->digest()), o.file, total, how);
 }
 
 // ---- verity bench: seed 004's experiment (quiesce/experiments/verity_bench.hpp) ----
@@ -189,14 +254,29 @@ const command_registrar verity_command{
                   number_range<std::size_t>{1024, 65536});
        enable->add_option("--salt", e->salt, "Salt, as hex (up to 32 bytes)");
        enable->add_option("--sidecar", e->sidecar, "Where to write it (default FILE.verity)");
+       enable->add_option("--signature", e->signature,
+                          "Store this built-in signature (from `fsverity sign`) in the sidecar");
        enable->callback([e] { run_enable(*e); });
 
-       auto v = std::make_shared<std::pair<std::string, std::string>>();
+       auto v = std::make_shared<verify_cli>();
        auto* verify = sub->add_subcommand(
-           "verify", "Read FILE through the verified path; exit 1 naming the first bad block");
-       verify->add_option("FILE", v->first, "The file")->required();
-       verify->add_option("--sidecar", v->second, "Its sidecar (default FILE.verity)");
-       verify->callback([v] { run_verify(v->first, v->second); });
+           "verify",
+           "Check FILE against a trusted digest or signature, then read it all through the "
+           "verified path; exit 1 if it is not trusted, or naming the first bad block");
+       verify->add_option("FILE", v->file, "The file")->required();
+       verify->add_option("--sidecar", v->sidecar, "Its sidecar (default FILE.verity)");
+       verify->add_option("--digest", v->digest,
+                          "The trusted file digest, ALG:HEX (as `fsverity digest` prints it)");
+       verify
+           ->add_option("--cert", v->certs,
+                        "A trusted certificate (PEM or DER) for built-in signatures; repeatable")
+           ->allow_extra_args(false);
+       verify->add_flag("--require-signatures", v->require_signatures,
+                        "Refuse a file without a valid signature by a --cert certificate");
+       verify->add_flag("--integrity-only", v->integrity_only,
+                        "Trust nothing: check FILE against its own sidecar (detects corruption, "
+                        "not tampering)");
+       verify->callback([v] { run_verify(*v); });
 
        auto b = std::make_shared<bench_cli>();
        auto* bench = sub->add_subcommand(

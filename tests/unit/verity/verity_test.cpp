@@ -165,6 +165,11 @@ TEST(Verity, BadParametersAreRejectedNamingThem) {
 namespace quiesce::verity {
 namespace {
 
+// Trusts exactly the digest of `t` (as a caller who ran enable() itself would).
+trust_policy pin(const merkle_tree& t) {
+  return trust_policy::pinned({t.p.alg, file_digest(t)});
+}
+
 class VerifiedReads : public testing::Test {
  protected:
   void SetUp() override {
@@ -199,7 +204,7 @@ TEST_F(VerifiedReads, ReadsReturnTheFileAndUseTheTreeBitmap) {
   for (const params& p : {params{}, params{hash_alg::sha512, 1024, {1, 2, 3}}}) {
     const fs::path f = make(3 * 1024 * 1024 + 777, 11);
     const merkle_tree t = enable(f, p);
-    verified_file v(f, wq);
+    verified_file v(f, wq, pin(t));
     EXPECT_EQ(v.digest(), file_digest(t));
     std::vector<std::uint8_t> out(data_.size());
     for (std::uint64_t off = 0; off < data_.size(); off += 65536) {
@@ -231,9 +236,9 @@ TEST_F(VerifiedReads, ReadsReturnTheFileAndUseTheTreeBitmap) {
 TEST_F(VerifiedReads, ACorruptBlockFailsWithEioNamingItAndOthersStillRead) {
   workqueue wq("vq");
   const fs::path f = make(1 << 20, 12);
-  enable(f, params{});
+  const merkle_tree t = enable(f, params{});
   corrupt(f, 5 * 4096 + 100);  // block 5
-  verified_file v(f, wq);
+  verified_file v(f, wq, pin(t));
   std::vector<std::uint8_t> buf(4096, 0xee);
   try {
     v.read(5 * 4096, buf);
@@ -253,7 +258,7 @@ TEST_F(VerifiedReads, ACorruptBlockFailsWithEioNamingItAndOthersStillRead) {
 // Which of a 1 MiB file's 256 data blocks fail after one flipped bit at `sidecar_offset`
 // (the tree: one top block, then two leaf-level blocks of 128 hashes each).
 std::vector<int> failing_blocks(const fs::path& f, std::uint64_t sidecar_offset, workqueue& wq) {
-  enable(f, params{});
+  const merkle_tree t = enable(f, params{});
   const fs::path side = f.string() + ".verity";
   {
     std::fstream io(side, std::ios::binary | std::ios::in | std::ios::out);
@@ -263,7 +268,7 @@ std::vector<int> failing_blocks(const fs::path& f, std::uint64_t sidecar_offset,
     io.seekp(static_cast<std::streamoff>(sidecar_offset));
     io.put(static_cast<char>(c ^ 1));
   }
-  verified_file v(f, wq);
+  verified_file v(f, wq, pin(t));  // the tree is not part of the digest: only reads can tell
   std::vector<int> failed;
   std::vector<std::uint8_t> buf(4096);
   for (int b = 0; b < 256; ++b) {
@@ -302,7 +307,7 @@ TEST_F(VerifiedReads, BadSidecarsAreRejected) {
     io.put('\x7f');  // data_size no longer matches the file
   }
   try {
-    verified_file bad(f, wq);
+    verified_file bad(f, wq, trust_policy::integrity());
     ADD_FAILURE() << "a descriptor with the wrong size was accepted";
   } catch (const std::system_error& e) {
     EXPECT_EQ(e.code().value(), EINVAL);
@@ -315,16 +320,16 @@ TEST_F(VerifiedReads, BadSidecarsAreRejected) {
     io.put('\x1e');  // 2^30-byte blocks: a read would hold a gigabyte
   }
   try {
-    verified_file bad(f, wq);
+    verified_file bad(f, wq, trust_policy::integrity());
     ADD_FAILURE() << "a 1 GiB block size was accepted";
   } catch (const std::system_error& e) {
     EXPECT_EQ(e.code().value(), EINVAL);
     EXPECT_NE(std::string(e.what()).find("2^30"), std::string::npos) << e.what();
   }
   fs::resize_file(side, 100);  // truncated: shorter than a descriptor
-  EXPECT_THROW(verified_file(f, wq), std::system_error);
+  EXPECT_THROW(verified_file(f, wq, trust_policy::integrity()), std::system_error);
   try {
-    verified_file none(f, wq, dir_ / "missing.verity");
+    verified_file none(f, wq, trust_policy::integrity(), dir_ / "missing.verity");
     ADD_FAILURE();
   } catch (const std::system_error& e) {
     EXPECT_EQ(e.code().value(), ENODATA);
@@ -334,8 +339,8 @@ TEST_F(VerifiedReads, BadSidecarsAreRejected) {
 TEST_F(VerifiedReads, ConcurrentReadersAllVerify) {
   workqueue wq("vq3", wq_options{.unbound = true});
   const fs::path f = make(2 << 20, 14);
-  enable(f, params{});
-  verified_file v(f, wq);
+  const merkle_tree t = enable(f, params{});
+  verified_file v(f, wq, pin(t));
   std::vector<std::thread> readers;
   std::atomic<int> mismatches{0};
   for (int r = 0; r < 3; ++r) {
