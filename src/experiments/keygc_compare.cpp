@@ -298,7 +298,8 @@ std::vector<plot_spec> keygc_plots(const std::vector<const keygc_result*>& resul
   return {dist, probe};
 }
 
-void add_kernel_column(keygc_comparison_result& r, const keygc_config& c) {
+void add_kernel_column(keygc_comparison_result& r, const keygc_config& c,
+                       std::optional<unsigned> set_gc_delay) {
   if (auto why = kernel_keyring_unusable(c.keys, c.per_keyring)) {
     r.kernel_unusable = *why;
     return;
@@ -307,6 +308,7 @@ void add_kernel_column(keygc_comparison_result& r, const keygc_config& c) {
   k.keys = c.keys;
   k.per_keyring = c.per_keyring;
   k.cyclictest = !host::cyclictest_unavailable();  // the ruler, where rt-tests is installed
+  k.set_gc_delay = set_gc_delay;
   try {
     r.kernel = run_kernel_keygc(k);
   } catch (const std::exception& e) {

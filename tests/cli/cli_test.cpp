@@ -493,6 +493,7 @@ TEST_F(Cli, HostileNumbersAreOneLineExit2AndCreateNothing) {
       {"verity bench", "--read-kib", false},
       {"verity bench", "--runs", false},
       {"bench peers", "--repetitions", false},
+      {"report", "--set-gc-delay", false},
   };
   const std::vector<std::string> hostile = {"-5",    "-1",  "abc",   "",  "99999999999999999999",
                                             "1e999", "nan", "12abc", " 7"};

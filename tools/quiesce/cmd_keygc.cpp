@@ -165,7 +165,7 @@ const experiment_registrar keygc_experiment{
        keygc_config base = c;
        base.mode = keys::gc_mode::monolithic;
        keygc_comparison_result r = run_keygc_comparison(base, c, 3);  // the spread of 3 pairs
-       add_kernel_column(r, c);
+       add_kernel_column(r, c, opt.set_gc_delay);
        return experiment_output{r.to_json(), r.markdown(), r.plots()};
      }}};
 

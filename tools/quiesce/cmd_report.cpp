@@ -11,6 +11,7 @@
 #include <system_error>
 
 #include "machine.hpp"
+#include "number_option.hpp"
 #include "progress.hpp"
 #include "quiesce/clock.hpp"
 #include "quiesce/experiments/peers.hpp"
@@ -29,7 +30,8 @@ namespace fs = std::filesystem;
 struct report_options {
   std::string out = "quiesce-report";
   bool quick = false;
-  std::string trace_dir;  // --trace DIR: one Chrome trace per experiment
+  std::optional<unsigned> set_gc_delay;  // the kernel's expired keygc phase
+  std::string trace_dir;                 // --trace DIR: one Chrome trace per experiment
 };
 
 // DIR/NAME.trace.json for experiment `name` ("sweep keygc" -> sweep-keygc.trace.json).
@@ -77,7 +79,7 @@ int run_report(const report_options& opt) {
                                version_string, results["generated_at"].get<std::string>(),
                                opt.quick ? ", quick run (smaller populations)" : "",
                                machine_markdown(results["machine"]));
-  const experiment_options eopt{opt.quick};
+  const experiment_options eopt{opt.quick, opt.set_gc_delay};
   // On a terminal, one progress line replaces the "running ..." lines.
   const bool draw = progress_wanted(false);
   progress_line progress("quiesce report", experiments().size() + 1, draw);
@@ -155,6 +157,10 @@ const command_registrar report_command{
        sub->add_flag(
            "--quick", opt->quick,
            "Smaller populations, and the peers without the growth tables: a shorter report");
+       add_number(sub, "--set-gc-delay", opt->set_gc_delay,
+                  "Seed 000: set /proc/sys/kernel/keys/gc_delay to SECONDS while the host "
+                  "kernel's expired phase runs (root; restored on exit)",
+                  number_range<unsigned>{1, 31'536'000});
        sub->add_option("--trace", opt->trace_dir,
                        "Write DIR/EXPERIMENT.trace.json (Chrome trace, Perfetto) per experiment");
        sub->callback([opt] {

@@ -7,6 +7,7 @@
 #include <CLI/CLI.hpp>
 #include <functional>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,8 @@ struct command_registrar {
 // How a report run should size an experiment.
 struct experiment_options {
   bool quick = false;  // the whole report within 1 minute instead of 5
+  // The host kernel's expired keygc phase: gc_delay for the run (root; restored after).
+  std::optional<unsigned> set_gc_delay;
 };
 
 // What an experiment's typed result renders to for the report.

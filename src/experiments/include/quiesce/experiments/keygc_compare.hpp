@@ -53,8 +53,10 @@ std::vector<plot_spec> keygc_plots(const std::vector<const keygc_result*>& resul
 // One collector's keygcbench block (mode, population, lines, probe, reclaim times).
 std::string keygc_text(const keygc_result& r);
 
-// The host kernel's collector for the report: the unused phase only (the report does not
-// change gc_delay), or why the kernel keyring cannot be used here.
-void add_kernel_column(keygc_comparison_result& r, const keygc_config& c);
+// The host kernel's collector for the report, same population: the unused phase, and the
+// expired one with a gc_delay override (seconds; root) - else the result says why it was
+// skipped - or why the kernel keyring cannot be used here.
+void add_kernel_column(keygc_comparison_result& r, const keygc_config& c,
+                       std::optional<unsigned> set_gc_delay = std::nullopt);
 
 }  // namespace quiesce::experiments
