@@ -12,7 +12,6 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <regex>
 #include <stdexcept>
 #include <vector>
 
@@ -47,12 +46,19 @@ std::optional<std::string> cyclictest_unavailable() {
 }
 
 std::optional<std::uint64_t> parse_cyclictest_max(const std::string& output) {
-  static const std::regex max_re(R"(Max:\s*(\d+))");
   std::optional<std::uint64_t> best;
-  for (auto it = std::sregex_iterator(output.begin(), output.end(), max_re);
-       it != std::sregex_iterator(); ++it) {
-    const std::uint64_t v = std::stoull((*it)[1].str());
-    if (!best || v > *best) best = v;
+  for (std::size_t at = output.find("Max:"); at != std::string::npos;
+       at = output.find("Max:", at + 4)) {
+    std::size_t i = at + 4;
+    while (i < output.size() && output[i] == ' ')
+      ++i;
+    std::uint64_t v = 0;
+    bool digits = false;
+    for (; i < output.size() && output[i] >= '0' && output[i] <= '9'; ++i) {
+      v = v * 10 + static_cast<std::uint64_t>(output[i] - '0');
+      digits = true;
+    }
+    if (digits && (!best || v > *best)) best = v;
   }
   return best;
 }
