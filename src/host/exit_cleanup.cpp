@@ -100,6 +100,10 @@ bool run_slot(slot& s) noexcept {
 }
 
 void on_signal(int sig) {
+  // The process is about to die: close every descriptor but stdin/out/err first, so none
+  // of ours keeps a directory busy (a tracefs instance whose trace_pipe_raw is being read
+  // cannot be removed, nor its tracefs unmounted: EBUSY).
+  ::syscall(SYS_close_range, 3u, ~0u, 0u);
   // Newest first: a later action may depend on an earlier one still being in place.
   for (;;) {
     slot* newest = nullptr;
