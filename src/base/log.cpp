@@ -72,8 +72,8 @@ const char* to_string(log_level level) noexcept {
 namespace {
 
 // A logged line (debug excepted) as a trace instant (the first line; the kernel's
-// printk:console), so a lockup, hog or stall report shows on the timeline where it happened. Before the log lock:
-// intern() takes the trace's own lock.
+// printk:console), so a lockup, hog or stall report shows on the timeline where it happened. Before
+// the log lock: intern() takes the trace's own lock.
 void trace_console(log_level level, std::string_view message) noexcept {
   if (!trace::enabled() || level == log_level::debug) return;
   try {

@@ -57,7 +57,7 @@ inline constexpr bool rcu_unregister_early = true;  // destructor, before earlie
 #else
 inline constexpr bool rcu_unregister_early = false;
 #endif
-#ifdef QUIESCE_MUTANT_RCU_MEMBARRIER_FALLBACK  // a failing membarrier falls back to a fence
+#ifdef QUIESCE_MUTANT_RCU_MEMBARRIER_FALLBACK          // a failing membarrier falls back to a fence
 inline constexpr bool rcu_membarrier_fallback = true;  // (readers keep compiler barriers)
 #else
 inline constexpr bool rcu_membarrier_fallback = false;
