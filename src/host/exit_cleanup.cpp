@@ -54,38 +54,85 @@ bool write_value(const char* path, const char* value, std::size_t len) noexcept 
   return ::close(fd) == 0 && ok;
 }
 
-// Async-signal-safe: getdents64 and unlinkat over the directory's own entries, then rmdir.
+// Async-signal-safe: calls `fn(name)` for each entry of the open directory `fd` but "."
+// and ".."; `fn` returns true if it removed the entry, and the directory is then read again
+// from its start (the entries moved).
+template <class Fn>
+void for_each_entry(int fd, Fn fn) noexcept {
+  alignas(8) char buf[4096];
+  for (;;) {
+    const long n = ::syscall(SYS_getdents64, fd, buf, sizeof buf);
+    if (n <= 0) return;
+    bool removed_any = false;
+    for (long off = 0; off < n;) {
+      struct entry {
+        std::uint64_t ino;
+        std::int64_t off;
+        unsigned short reclen;
+        unsigned char type;
+        char name[1];
+      };
+      const auto* e = reinterpret_cast<const entry*>(buf + off);
+      off += e->reclen;
+      if (std::strcmp(e->name, ".") == 0 || std::strcmp(e->name, "..") == 0) continue;
+      if (fn(e->name)) removed_any = true;
+    }
+    if (removed_any) ::lseek(fd, 0, SEEK_SET);
+  }
+}
+
+// Async-signal-safe: unlinkat over the directory's own entries, then rmdir.
 bool remove_dir_now(const char* path) noexcept {
   const int fd = ::open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
   if (fd >= 0) {
-    alignas(8) char buf[4096];
-    for (;;) {
-      const long n = ::syscall(SYS_getdents64, fd, buf, sizeof buf);
-      if (n <= 0) break;
-      bool removed_any = false;
-      for (long off = 0; off < n;) {
-        struct entry {
-          std::uint64_t ino;
-          std::int64_t off;
-          unsigned short reclen;
-          unsigned char type;
-          char name[1];
-        };
-        const auto* e = reinterpret_cast<const entry*>(buf + off);
-        off += e->reclen;
-        if (std::strcmp(e->name, ".") == 0 || std::strcmp(e->name, "..") == 0) continue;
-        if (::unlinkat(fd, e->name, 0) == 0) removed_any = true;
-      }
-      if (removed_any) ::lseek(fd, 0, SEEK_SET);  // entries moved: read from the start again
-    }
+    for_each_entry(fd, [fd](const char* name) { return ::unlinkat(fd, name, 0) == 0; });
     ::close(fd);
   }
   return ::rmdir(path) == 0;
 }
 
-bool run_slot(slot& s) noexcept {
+// Whether `file` is `dir` or lies under it.
+bool is_under(const char* file, const char* dir) noexcept {
+  const std::size_t n = std::strlen(dir);
+  return std::strncmp(file, dir, n) == 0 && (file[n] == '\0' || file[n] == '/');
+}
+
+// Async-signal-safe, for the signal handler: points every descriptor of this process that
+// is open on a file under `dir` at /dev/null instead (dup2), so none keeps `dir` busy - a
+// tracefs instance whose trace_pipe_raw libtracefs is reading cannot be removed, nor its
+// tracefs unmounted (EBUSY). The descriptor numbers stay valid, so a thread still using one
+// reads end-of-file rather than EBADF or, worse, a file opened later under the same number.
+void release_descriptors_under(const char* dir) noexcept {
+  const int null_fd = ::open("/dev/null", O_RDWR | O_CLOEXEC);
+  const int fds = ::open("/proc/self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (null_fd >= 0 && fds >= 0) {
+    for_each_entry(fds, [&](const char* name) {
+      int fd = 0;
+      for (const char* c = name; *c; ++c) {
+        if (*c < '0' || *c > '9') return false;
+        fd = fd * 10 + (*c - '0');
+      }
+      if (fd == fds || fd == null_fd) return false;
+      char target[sizeof slots[0].path + 1];
+      const ssize_t len = ::readlinkat(fds, name, target, sizeof target - 1);
+      if (len <= 0) return false;
+      target[len] = '\0';
+      if (is_under(target, dir)) ::dup3(null_fd, fd, 0);
+      return false;  // the directory's entries do not move
+    });
+  }
+  if (fds >= 0) ::close(fds);
+  if (null_fd >= 0) ::close(null_fd);
+}
+
+// `in_handler`: the process is dying of a signal, so descriptors this process still has
+// open under a directory to remove or unmount are released first.
+bool run_slot(slot& s, bool in_handler) noexcept {
   int expected = armed;
   if (!s.state.compare_exchange_strong(expected, done)) return false;
+  if (in_handler && (s.what == kind::remove_empty_dir || s.what == kind::unmount)) {
+    release_descriptors_under(s.path);
+  }
   switch (s.what) {
     case kind::restore_file:
       return write_value(s.path, s.value, s.value_len);
@@ -100,10 +147,6 @@ bool run_slot(slot& s) noexcept {
 }
 
 void on_signal(int sig) {
-  // The process is about to die: close every descriptor but stdin/out/err first, so none
-  // of ours keeps a directory busy (a tracefs instance whose trace_pipe_raw is being read
-  // cannot be removed, nor its tracefs unmounted: EBUSY).
-  ::syscall(SYS_close_range, 3u, ~0u, 0u);
   // Newest first: a later action may depend on an earlier one still being in place.
   for (;;) {
     slot* newest = nullptr;
@@ -111,7 +154,7 @@ void on_signal(int sig) {
       if (s.state.load() == armed && (!newest || s.order > newest->order)) newest = &s;
     }
     if (!newest) break;
-    run_slot(*newest);
+    run_slot(*newest, true);
   }
   ::signal(sig, SIG_DFL);  // die of the signal as the process would have without us
   ::raise(sig);
@@ -179,12 +222,12 @@ exit_cleanup::exit_cleanup(exit_cleanup&& other) noexcept : slot_(other.slot_) {
 }
 
 bool exit_cleanup::run_now() noexcept {
-  return slot_ >= 0 && run_slot(slots[slot_]);
+  return slot_ >= 0 && run_slot(slots[slot_], false);
 }
 
 exit_cleanup::~exit_cleanup() {
   if (slot_ < 0) return;
-  run_slot(slots[slot_]);
+  run_slot(slots[slot_], false);
   remove_handlers();
   slots[slot_].state.store(free_slot);
 }

@@ -4,7 +4,11 @@
 // it would have. The handler only makes async-signal-safe system calls on values prepared
 // in advance: writing a saved value back to a file (a /proc/sys setting), removing a
 // directory and the files in it (a temporary directory, one level deep), removing a
-// directory alone (a tracefs instance), or unmounting a filesystem (tracefs).
+// directory alone (a tracefs instance), or unmounting a filesystem (tracefs). Before it
+// removes a directory alone or unmounts, the handler points any descriptor this process
+// still has open under it at /dev/null (a tracefs instance being read would otherwise stay
+// busy); no other descriptor is touched, so the process's other threads run on unharmed
+// until the signal kills it.
 //
 // Protection legend: each slot is claimed and released with an atomic state (A); its
 // fields are written only while the slot is free and read by the handler and the owner.
@@ -23,9 +27,11 @@ class exit_cleanup {
   // Removes the directory `path` and the files directly in it on the way out.
   static exit_cleanup remove_dir(const std::string& path);
   // rmdir(path) on the way out: a directory whose entries are not files to unlink (a
-  // tracefs instance, whose files go with it).
+  // tracefs instance, whose files go with it). On a signal, this process's descriptors
+  // under `path` are released first.
   static exit_cleanup remove_empty_dir(const std::string& path);
-  // umount2(path, 0) on the way out (a filesystem this process mounted).
+  // umount2(path, 0) on the way out (a filesystem this process mounted). On a signal, this
+  // process's descriptors under `path` are released first.
   static exit_cleanup unmount(const std::string& path);
 
   exit_cleanup(exit_cleanup&& other) noexcept;
