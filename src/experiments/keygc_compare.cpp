@@ -26,17 +26,42 @@ std::string describe(const keygc_result& r) {
   return mode;
 }
 
-// The column title of a collector: "monolithic", "chunked (64)".
+// The column title of a collector: "monolithic", "chunked (64)", "budget (100 us)".
 std::string title(const keygc_result& r) {
   const std::string m = keys::to_string(r.config.mode);
-  return r.config.mode == keys::gc_mode::chunked ? fmt::format("{} ({})", m, r.config.chunk) : m;
+  if (r.config.mode == keys::gc_mode::chunked) return fmt::format("{} ({})", m, r.config.chunk);
+  if (r.config.mode == keys::gc_mode::budget)
+    return fmt::format("{} ({} us)", m, r.config.slice_us);
+  return m;
 }
 
-// The three collectors side by side, measured with the same ruler.
-std::string three_columns(const kernel_keygc_result& k, const keygc_result& base,
-                          const keygc_result& patched) {
-  std::string md = fmt::format("| | kernel {} | quiesce {} | quiesce {} |\n|---|---|---|---|\n",
-                               k.kernel, title(base), title(patched));
+// quiesce's collectors of a comparison, in column order.
+std::vector<const keygc_result*> collectors(const keygc_comparison_result& r) {
+  std::vector<const keygc_result*> ours{&r.baseline, &r.patched};
+  if (r.also) ours.push_back(&*r.also);
+  return ours;
+}
+
+// One table row: its name, the kernel's cell, then one cell per quiesce collector.
+std::string table_row(const std::string& name, const std::string& kernel,
+                      const std::vector<std::string>& ours) {
+  std::string row = fmt::format("| {} | {} |", name, kernel);
+  for (const std::string& cell : ours)
+    row += fmt::format(" {} |", cell);
+  return row + "\n";
+}
+
+// The kernel's collector and quiesce's side by side, measured with the same ruler.
+std::string columns(const kernel_keygc_result& k, const std::vector<const keygc_result*>& ours) {
+  auto each = [&](auto cell) {
+    std::vector<std::string> cells;
+    for (const keygc_result* r : ours)
+      cells.push_back(cell(*r));
+    return cells;
+  };
+  std::string md = table_row("", "kernel " + k.kernel,
+                             each([](const keygc_result& r) { return "quiesce " + title(r); }));
+  md += table_row("---", "---", each([](const keygc_result&) { return std::string("---"); }));
   // keygcbench's own metric first: each execution of the collector (the kernel's from its
   // workqueue tracepoints).
   auto bench = [](const summary& s) {
@@ -44,27 +69,19 @@ std::string three_columns(const kernel_keygc_result& k, const keygc_result& base
                           : fmt::format("{:.3f} / {:.3f} / {:.3f} / {:.3f}", s.min() / 1e6,
                                         s.mean() / 1e6, s.max() / 1e6, s.variance() / 1e12);
   };
-  const struct {
-    const char* name;
-    std::string kernel;
-    const summary &base, &patched;
-  } lines[] = {
-      {"unused", k.unused.skipped.empty() ? bench(k.unused.exec_ns) : "skipped", base.unused,
-       patched.unused},
-      {"expired", k.expired.skipped.empty() ? bench(k.expired.exec_ns) : "skipped", base.expired,
-       patched.expired},
+  const auto traced = [&](const std::string& cell) {
+    return k.traced() ? cell : std::string("untraced");
   };
-  for (const auto& l : lines) {
-    md += fmt::format("| keygcbench {}: min / avg / max ms / var ms^2 | {} | {} | {} |\n", l.name,
-                      k.traced() ? l.kernel : "untraced", bench(l.base), bench(l.patched));
-  }
-  const summary base_all = base.combined(), patched_all = patched.combined();
-  md += fmt::format("| keygcbench combined | {} | {} | {} |\n",
-                    k.traced() ? bench(k.combined()) : "untraced", bench(base_all),
-                    bench(patched_all));
-  md += fmt::format("| total task time, ms | {} | {:.1f} | {:.1f} |\n",
-                    k.traced() ? fmt::format("{:.1f}", k.combined().sum() / 1e6) : "untraced",
-                    base.total_ms(), patched.total_ms());
+  md += table_row("keygcbench unused: min / avg / max ms / var ms^2",
+                  traced(k.unused.skipped.empty() ? bench(k.unused.exec_ns) : "skipped"),
+                  each([&](const keygc_result& r) { return bench(r.unused); }));
+  md += table_row("keygcbench expired: min / avg / max ms / var ms^2",
+                  traced(k.expired.skipped.empty() ? bench(k.expired.exec_ns) : "skipped"),
+                  each([&](const keygc_result& r) { return bench(r.expired); }));
+  md += table_row("keygcbench combined", traced(bench(k.combined())),
+                  each([&](const keygc_result& r) { return bench(r.combined()); }));
+  md += table_row("total task time, ms", traced(fmt::format("{:.1f}", k.combined().sum() / 1e6)),
+                  each([](const keygc_result& r) { return fmt::format("{:.1f}", r.total_ms()); }));
   struct row {
     const char* what;
     double (*value)(const phase_latency&);
@@ -86,26 +103,27 @@ std::string three_columns(const kernel_keygc_result& k, const keygc_result& base
   const struct {
     const char* name;
     const kernel_phase& kernel;
-    const phase_latency &base, &patched;
-  } phases[] = {{"unused", k.unused, base.unused_latency, patched.unused_latency},
-                {"expired", k.expired, base.expired_latency, patched.expired_latency}};
+    phase_latency keygc_result::*ours;
+  } phases[] = {{"unused", k.unused, &keygc_result::unused_latency},
+                {"expired", k.expired, &keygc_result::expired_latency}};
   for (const auto& p : phases) {
     for (const row& r : rows) {
-      md += fmt::format("| {}: {} | {} | {} | {} |\n", p.name, r.what,
-                        p.kernel.skipped.empty() ? cell(p.kernel.latency, r) : "skipped",
-                        cell(p.base, r), cell(p.patched, r));
+      md += table_row(fmt::format("{}: {}", p.name, r.what),
+                      p.kernel.skipped.empty() ? cell(p.kernel.latency, r) : "skipped",
+                      each([&](const keygc_result& q) { return cell(q.*p.ours, r); }));
     }
   }
   for (const auto& p : phases) {
     if (p.kernel.cyclictest_cpu < 0) continue;
-    md += fmt::format(
-        "| {}: cyclictest (rt-tests) max on CPU {}, ms (the ruler beside the probe) | {:.3f} | - "
-        "| - |\n",
-        p.name, p.kernel.cyclictest_cpu, p.kernel.cyclictest_max_ns.max() / 1e6);
+    md += table_row(fmt::format("{}: cyclictest (rt-tests) max on CPU {}, ms (the ruler beside "
+                                "the probe)",
+                                p.name, p.kernel.cyclictest_cpu),
+                    fmt::format("{:.3f}", p.kernel.cyclictest_max_ns.max() / 1e6),
+                    each([](const keygc_result&) { return std::string("-"); }));
   }
-  md += fmt::format(
-      "| work-item probe max (queue->start on the collector's pool), ms | - | {:.3f} | {:.3f} |\n",
-      base.probe_ns.max() / 1e6, patched.probe_ns.max() / 1e6);
+  md += table_row(
+      "work-item probe max (queue->start on the collector's pool), ms", "-",
+      each([](const keygc_result& r) { return fmt::format("{:.3f}", r.probe_ns.max() / 1e6); }));
   if (!k.expired.skipped.empty()) {
     md += fmt::format("\nThe kernel's expired phase was skipped: {}.\n", k.expired.skipped);
   }
@@ -168,6 +186,7 @@ nlohmann::json keygc_comparison_result::to_json() const {
                             {"total_time_increase_pct", r.total_time_increase_pct},
                             {"probe_max_drop_pct", r.probe_max_drop_pct}});
   }
+  if (also) j["also"] = also->to_json();
   if (kernel) j["kernel"] = kernel->to_json();
   if (!kernel_unusable.empty()) j["kernel_unusable"] = kernel_unusable;
   return j;
@@ -175,29 +194,36 @@ nlohmann::json keygc_comparison_result::to_json() const {
 
 keygc_comparison_result run_keygc_comparison(const keygc_config& baseline,
                                              const keygc_config& patched, int pairs,
-                                             const std::function<void(const std::string&)>& step) {
+                                             const std::function<void(const std::string&)>& step,
+                                             const std::optional<keygc_config>& also) {
   keygc_comparison_result r;
-  for (int run = 0; run < pairs; ++run) {
-    keygc_result b, p;
-    for (int k = 0; k < 2; ++k) {
-      const bool base_now = (k == 0) == (run % 2 == 0);  // the order alternates
-      const keygc_config& c = base_now ? baseline : patched;
-      if (step) {
-        step(fmt::format("run {}: {}", run + 1, keys::to_string(c.mode)));
-      }
-      keygc_config one = c;
-      one.runs = 1;
-      (base_now ? b : p) = run_keygc(one);
-    }
-    r.per_run.push_back(compare(b, p));
-    if (run == 0) {
-      r.baseline = std::move(b);
-      r.patched = std::move(p);
+  auto run_one = [&](int run, const keygc_config& c) {
+    if (step) step(fmt::format("run {}: {}", run + 1, keys::to_string(c.mode)));
+    keygc_config one = c;
+    one.runs = 1;
+    return run_keygc(one);
+  };
+  auto pool = [](std::optional<keygc_result>& side, keygc_result&& one) {
+    if (side) {
+      side->merge(one);
     } else {
-      r.baseline.merge(b);
-      r.patched.merge(p);
+      side = std::move(one);
     }
+  };
+  std::optional<keygc_result> base_all, patched_all;
+  for (int run = 0; run < pairs; ++run) {
+    const bool base_first = run % 2 == 0;  // the order alternates
+    keygc_result first = run_one(run, base_first ? baseline : patched);
+    if (also) pool(r.also, run_one(run, *also));
+    keygc_result second = run_one(run, base_first ? patched : baseline);
+    keygc_result& b = base_first ? first : second;
+    keygc_result& p = base_first ? second : first;
+    r.per_run.push_back(compare(b, p));
+    pool(base_all, std::move(b));
+    pool(patched_all, std::move(p));
   }
+  if (base_all) r.baseline = std::move(*base_all);
+  if (patched_all) r.patched = std::move(*patched_all);
   return r;
 }
 
@@ -207,9 +233,9 @@ std::string keygc_comparison_result::text() const {
       "{}\n{}\nThese results translate to:\n\n- {:.1f}% drop in the combined "
       "variance.\n- {:.1f}% {} in the total task time.\n- {:.1f}% drop in the "
       "probe's max latency.\n{}",
-      keygc_text(baseline), keygc_text(patched), c.variance_drop_pct,
-      std::abs(c.total_time_increase_pct), c.total_time_increase_pct >= 0 ? "increase" : "decrease",
-      c.probe_max_drop_pct,
+      keygc_text(baseline), keygc_text(patched) + (also ? "\n" + keygc_text(*also) : ""),
+      c.variance_drop_pct, std::abs(c.total_time_increase_pct),
+      c.total_time_increase_pct >= 0 ? "increase" : "decrease", c.probe_max_drop_pct,
       per_run.size() > 1
           ? fmt::format("\nPer pair of runs: variance drop {}; total task time {}; probe max "
                         "drop {}.\n",
@@ -217,22 +243,21 @@ std::string keygc_comparison_result::text() const {
                         probe_max_drop().text("{:.1f}%"))
           : std::string());
   if (kernel) {
-    text =
-        kernel_keygc_text(*kernel) + "\n" + text + "\n" + three_columns(*kernel, baseline, patched);
+    text = kernel_keygc_text(*kernel) + "\n" + text + "\n" + columns(*kernel, collectors(*this));
   }
   return text;
 }
 
 std::string keygc_comparison_result::markdown() const {
   std::string md;
-  for (const auto& [side, r] :
-       {std::pair<const char*, const keygc_result&>{"baseline", baseline}, {"patched", patched}}) {
+  const char* sides[] = {"baseline", "patched", "also"};
+  const std::vector<const keygc_result*> ours = collectors(*this);
+  for (std::size_t i = 0; i < ours.size(); ++i) {
+    const keygc_result& r = *ours[i];
     md += fmt::format(
-        "**{}** ({}{}, {} keys): total task time {:.1f} ms; probe p50 {:.1f} us, "
+        "**{}** ({}, {} keys): total task time {:.1f} ms; probe p50 {:.1f} us, "
         "p99 {:.1f} us, max {:.1f} us; hog reports {}\n\n",
-        side, keys::to_string(r.config.mode),
-        r.config.mode == keys::gc_mode::chunked ? fmt::format(" {}", r.config.chunk) : "",
-        r.config.keys, r.total_ms(), r.probe_ns.percentile(50) / 1e3,
+        sides[i], title(r), r.config.keys, r.total_ms(), r.probe_ns.percentile(50) / 1e3,
         r.probe_ns.percentile(99) / 1e3, r.probe_ns.max() / 1e3, r.hog_reports);
     md += "| phase | n | min ms | avg ms | max ms | var ms^2 |\n|---|---|---|---|---|---|\n";
     md += summary_row("unused", r.unused) + summary_row("expired", r.expired) +
@@ -247,7 +272,7 @@ std::string keygc_comparison_result::markdown() const {
       probe_max_drop().text("{:.1f}%"));
   md += "#### The host kernel's collector, same population\n\n";
   if (kernel) {
-    md += three_columns(*kernel, baseline, patched);
+    md += columns(*kernel, collectors(*this));
     md +=
         "\nThe cyclictest-style probe (a SCHED_FIFO thread per CPU waking on absolute 1 ms "
         "deadlines) shows what holds a CPU against the scheduler: the kernel's collector, on "
@@ -262,7 +287,7 @@ std::string keygc_comparison_result::markdown() const {
 }
 
 std::vector<plot_spec> keygc_comparison_result::plots() const {
-  return keygc_plots({&baseline, &patched});
+  return keygc_plots(collectors(*this));
 }
 
 std::vector<plot_spec> keygc_plots(const std::vector<const keygc_result*>& results) {

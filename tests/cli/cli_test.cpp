@@ -76,6 +76,8 @@ TEST_F(Cli, VersionAndBadUsage) {
   EXPECT_NE(unknown.out.find("unknown command 'frobnicate'"), std::string::npos);
   EXPECT_EQ(run("keygc --mode sometimes").code, 2);
   EXPECT_EQ(run("keygc --keys 0").code, 2);
+  EXPECT_EQ(run("keygc --also budget").code, 2);               // only with --compare
+  EXPECT_EQ(run("keygc --compare --also sometimes").code, 2);  // no such mode
   EXPECT_EQ(run("sanitize --qs sometimes").code, 2);
   EXPECT_EQ(run("sanitize --fail-share 2").code, 2);
   EXPECT_EQ(run("sanitize --pages 0").code, 2);

@@ -80,6 +80,25 @@ TEST(ExperimentJson, KeygcCompareKeepsItsKeys) {
       -drop(j["baseline"]["total_ms"].get<double>(), j["patched"]["total_ms"].get<double>()), 1e-6);
 }
 
+// --also: a third collector runs in every pair and is pooled like the two; the pair's
+// figures stay the baseline's and the patched collector's.
+TEST(ExperimentJson, KeygcCompareAlsoRunsAThirdCollectorInEveryPair) {
+  const json j = run_json("keygc --compare --also budget --keys 2000 --runs 2");
+  ASSERT_TRUE(j.contains("also")) << j.dump();
+  EXPECT_EQ(j["also"]["mode"], "budget");
+  for (const char* side : {"baseline", "patched", "also"}) {
+    EXPECT_EQ(j[side]["runs"].get<int>(), 2) << side;
+    EXPECT_GT(j[side]["executions"].get<double>(), 0) << side;
+    expect_key(j, std::string(side) + "/combined/var_ms2");
+  }
+  EXPECT_EQ(j["per_run"].size(), 2u);
+  EXPECT_NEAR(j["variance_drop_pct"].get<double>(),
+              drop(j["baseline"]["combined"]["var_ms2"].get<double>(),
+                   j["patched"]["combined"]["var_ms2"].get<double>()),
+              1e-6);
+  EXPECT_FALSE(run_json("keygc --compare --keys 2000").contains("also"));
+}
+
 TEST(ExperimentJson, SweepKeepsItsKeys) {
   const json j = run_json("sweep keygc --keys 1000 --runs 2 --chunks 1 64");
   for (const char* k : {"keys", "runs", "within_pct", "chosen_chunk", "lowest_variance_chunk"})

@@ -22,6 +22,7 @@ struct keygc_cli {
   keygc_config config;
   std::string mode = "chunked";
   std::string against = "monolithic";
+  std::string also;  // --compare: a third collector's mode, or empty
   bool compare = false;
   bool kernel = false;       // the host kernel's collector only
   bool with_kernel = false;  // --compare plus the kernel as a third column
@@ -57,16 +58,19 @@ void run_command(const keygc_cli& o) {
   }
   if (o.compare) {
     progress_line progress("quiesce keygc --compare",
-                           (o.with_kernel ? 1 : 0) + 2 * static_cast<std::size_t>(o.config.runs),
+                           (o.with_kernel ? 1 : 0) +
+                               (o.also.empty() ? 2u : 3u) * static_cast<std::size_t>(o.config.runs),
                            progress_wanted(o.json));
     std::optional<kernel_keygc_result> kernel;
     if (o.with_kernel) {
       progress.step("the host kernel's collector");
       kernel = run_kernel_keygc(kernel_config_for(o));
     }
-    keygc_comparison_result r =
-        run_keygc_comparison(config_for(o, o.against), config_for(o, o.mode), o.config.runs,
-                             [&](const std::string& s) { progress.step(s); });
+    std::optional<keygc_config> also;
+    if (!o.also.empty()) also = config_for(o, o.also);
+    keygc_comparison_result r = run_keygc_comparison(
+        config_for(o, o.against), config_for(o, o.mode), o.config.runs,
+        [&](const std::string& s) { progress.step(s); }, also);
     r.kernel = std::move(kernel);
     fmt::print("{}", o.json ? r.to_json().dump(2) + "\n" : r.text());
     write_plots(o.plot_dir, r.plots());
@@ -86,6 +90,7 @@ void validate(const keygc_cli& o) {
         "--kernel runs the kernel alone; use --compare --with-kernel for three columns");
   }
   if (o.with_kernel && !o.compare) throw usage_error("--with-kernel: only with --compare");
+  if (!o.also.empty() && !o.compare) throw usage_error("--also: only with --compare");
   if (o.cyclictest && !o.kernel && !o.with_kernel) {
     throw usage_error("--cyclictest: only with --kernel or --with-kernel");
   }
@@ -99,11 +104,12 @@ void validate(const keygc_cli& o) {
     throw usage_error("--set-gc-delay: only with --kernel or --with-kernel");
   }
   refuse_beyond_memory("--keys", std::to_string(o.config.keys), o.config.keys * bytes_per_key);
-  for (const std::string* m : {&o.mode, &o.against}) {
+  for (const std::string* m : {&o.mode, &o.against, &o.also}) {
+    if (m->empty() && m == &o.also) continue;
     try {
       keys::parse_gc_mode(*m);
     } catch (const std::invalid_argument& e) {
-      throw usage_error(std::string("--mode/--against: ") + e.what());
+      throw usage_error(std::string("--mode/--against/--also: ") + e.what());
     }
   }
 }
@@ -137,6 +143,9 @@ const command_registrar keygc_command{
                      "Run the baseline (--against) and --mode side by side");
        sub->add_option("--against", o->against, "Baseline mode for --compare")
            ->capture_default_str();
+       sub->add_option("--also", o->also,
+                       "With --compare: a third collector's mode (e.g. budget), run in each "
+                       "pair between the two");
        sub->add_flag("--kernel", o->kernel,
                      "Measure the host kernel's key_garbage_collector instead (keys in a "
                      "private keyring of the process)");
@@ -158,13 +167,15 @@ const command_registrar keygc_command{
      }}};
 
 const experiment_registrar keygc_experiment{
-    {"keygc", "000", "keygcbench: monolithic vs chunked (64) collector",
+    {"keygc", "000", "keygcbench: monolithic vs chunked (64) collector, and budget",
      [](const experiment_options& opt) {
        keygc_config c;
        c.keys = opt.quick ? 20'000 : 100'000;
-       keygc_config base = c;
+       keygc_config base = c, budget = c;
        base.mode = keys::gc_mode::monolithic;
-       keygc_comparison_result r = run_keygc_comparison(base, c, 3);  // the spread of 3 pairs
+       budget.mode = keys::gc_mode::budget;
+       // The spread of 3 pairs; budget (its default slice) runs in each pair too.
+       keygc_comparison_result r = run_keygc_comparison(base, c, 3, {}, budget);
        add_kernel_column(r, c, opt.set_gc_delay);
        return experiment_output{r.to_json(), r.markdown(), r.plots()};
      }}};

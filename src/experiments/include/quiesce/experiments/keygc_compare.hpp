@@ -1,5 +1,6 @@
 // Seed 000's before/after: quiesce's baseline collector (monolithic) against the patched
-// one (chunked), optionally beside the host kernel's collector, as one typed result; the
+// one (chunked), optionally with a third quiesce collector (budget) and beside the host
+// kernel's collector, as one typed result; the
 // CLI's text, the report's Markdown, the JSON scripts read and the plots are renderings
 // of it.
 #pragma once
@@ -20,6 +21,7 @@ namespace quiesce::experiments {
 
 struct keygc_comparison_result {
   keygc_result baseline, patched;             // every run pooled
+  std::optional<keygc_result> also;           // a third collector, if asked (pooled)
   std::vector<keygc_comparison> per_run;      // each pair of runs, in order
   std::optional<kernel_keygc_result> kernel;  // the host kernel's collector, if measured
   std::string kernel_unusable;                // why it was not (empty: not asked, or measured)
@@ -31,21 +33,23 @@ struct keygc_comparison_result {
   run_spread probe_max_drop() const;
   // {"baseline", "patched", "variance_drop_pct", "total_time_increase_pct",
   //  "probe_max_drop_pct"} (pooled), their "..._spread" over the pairs of runs, "per_run",
-  // and "kernel" or "kernel_unusable" when asked.
+  // and "also", "kernel" or "kernel_unusable" when asked.
   nlohmann::json to_json() const;
   std::string text() const;      // keygcbench's blocks and the seed's summary lines
   std::string markdown() const;  // the report's section body
   // The execution-time distribution (log x) and the work-item probe's lateness over the
-  // run, both collectors.
+  // run, every collector.
   std::vector<plot_spec> plots() const;
 };
 
 // Runs `pairs` pairs of (baseline, patched), the order alternating, each run measured
-// alone with its own population; the sides pool every run. `step` is told each run before
-// it starts.
+// alone with its own population; the sides pool every run. With `also`, each pair is a
+// triple: the third collector runs between the two (the figures stay the pair's). `step`
+// is told each run before it starts.
 keygc_comparison_result run_keygc_comparison(
     const keygc_config& baseline, const keygc_config& patched, int pairs,
-    const std::function<void(const std::string&)>& step = {});
+    const std::function<void(const std::string&)>& step = {},
+    const std::optional<keygc_config>& also = std::nullopt);
 
 // The plots of one or more collectors' results, one series each.
 std::vector<plot_spec> keygc_plots(const std::vector<const keygc_result*>& results);
