@@ -134,54 +134,64 @@ std::string tag_for(int run, const char* phase) {
   return fmt::format("{}.{}{}", ::getpid(), phase, run);
 }
 
-void run_unused(const kernel_keygc_config& cfg, int run, cyclic_probe& probe,
-                workqueue_trace* trace, kernel_phase& out) {
-  kernel_population pop({cfg.keys, cfg.per_keyring, 8, tag_for(run, "u")});
+// One phase on a population of its own: the trace, cyclictest and the probe's window open,
+// `make_garbage(pop)` runs on the collector's CPU, the keys' reclaim is awaited; then the
+// phase's executions, the collector's CPU and the probe's lateness are recorded, and
+// `reclaim_ns(garbage, began, gone_at)` - from what make_garbage returned, when it began
+// and when the keys were gone (CLOCK_MONOTONIC) - is the phase's reclaim time.
+template <typename Garbage, typename Reclaim>
+void run_phase(const kernel_keygc_config& cfg, const std::string& tag, cyclic_probe& probe,
+               workqueue_trace* trace, kernel_phase& out, Garbage make_garbage,
+               Reclaim reclaim_ns) {
+  kernel_population pop({cfg.keys, cfg.per_keyring, 8, tag});
   const std::uint64_t target = kernel_keys_of_user() - cfg.keys;  // the keyrings stay
   const kworker_sample before = sample_kworkers();
   if (trace) trace->take();  // executions before the phase are not its own
   std::optional<cyclictest_run> cyclic;
   start_cyclictest(cfg, cyclic);
   probe.begin_window();
-  const std::uint64_t cleared_at = now_ns();
-  on_cpu(cfg.cpu, [&] { pop.clear_keyrings(); });
+  const std::uint64_t began = now_ns();
+  const auto garbage = on_cpu(cfg.cpu, [&] { return make_garbage(pop); });
   const std::uint64_t gone_at = wait_reclaimed(target);
+  const std::uint64_t reclaimed_in = reclaim_ns(garbage, began, gone_at);
   const auto window = close_window(probe);
   stop_cyclictest(cyclic, cfg.cpu, out);
   if (trace) collect_executions(*trace, out);
   attribute_collector(out, before, cfg.cpu);
   phase_latency l;
   l.probe = split_lateness(window, out.collector_cpu);
-  l.reclaim_ns.add(static_cast<double>(gone_at - cleared_at));
+  l.reclaim_ns.add(static_cast<double>(reclaimed_in));
   out.latency.merge(l);
 }
 
+// Unused keys: the keyrings are cleared; reclaim is from the clearing to the last key gone.
+void run_unused(const kernel_keygc_config& cfg, int run, cyclic_probe& probe,
+                workqueue_trace* trace, kernel_phase& out) {
+  run_phase(
+      cfg, tag_for(run, "u"), probe, trace, out,
+      [](kernel_population& pop) {
+        pop.clear_keyrings();
+        return 0;
+      },
+      [](int, std::uint64_t cleared_at, std::uint64_t gone_at) { return gone_at - cleared_at; });
+}
+
+// Expired keys: each gets a timeout; reclaim is from the moment every key may be collected
+// to the last key gone.
 void run_expired(const kernel_keygc_config& cfg, unsigned gc_delay, int run, cyclic_probe& probe,
                  workqueue_trace* trace, kernel_phase& out) {
-  kernel_population pop({cfg.keys, cfg.per_keyring, 8, tag_for(run, "e")});
-  const std::uint64_t target = kernel_keys_of_user() - cfg.keys;
-  const kworker_sample before = sample_kworkers();
-  if (trace) trace->take();
-  std::optional<cyclictest_run> cyclic;
-  start_cyclictest(cfg, cyclic);
-  probe.begin_window();
-  const std::int64_t last_expiry = on_cpu(cfg.cpu, [&] { return pop.set_timeouts(cfg.timeout_s); });
-  // The kernel's expiry and gc_delay are whole wall-clock seconds: every key may be
-  // collected from (latest expiry + gc_delay) on.
-  const std::uint64_t eligible_real_ns =
-      static_cast<std::uint64_t>(last_expiry + static_cast<std::int64_t>(gc_delay)) *
-      1'000'000'000u;
-  const std::uint64_t gone_at = wait_reclaimed(target);
-  const std::uint64_t gone_real_ns = realtime_ns() - (now_ns() - gone_at);
-  const auto window = close_window(probe);
-  stop_cyclictest(cyclic, cfg.cpu, out);
-  if (trace) collect_executions(*trace, out);
-  attribute_collector(out, before, cfg.cpu);
-  phase_latency l;
-  l.probe = split_lateness(window, out.collector_cpu);
-  l.reclaim_ns.add(
-      static_cast<double>(gone_real_ns > eligible_real_ns ? gone_real_ns - eligible_real_ns : 0));
-  out.latency.merge(l);
+  run_phase(
+      cfg, tag_for(run, "e"), probe, trace, out,
+      [&](kernel_population& pop) { return pop.set_timeouts(cfg.timeout_s); },
+      [&](std::int64_t last_expiry, std::uint64_t, std::uint64_t gone_at) -> std::uint64_t {
+        // The kernel's expiry and gc_delay are whole wall-clock seconds: every key may be
+        // collected from (latest expiry + gc_delay) on.
+        const std::uint64_t eligible_real_ns =
+            static_cast<std::uint64_t>(last_expiry + static_cast<std::int64_t>(gc_delay)) *
+            1'000'000'000u;
+        const std::uint64_t gone_real_ns = realtime_ns() - (now_ns() - gone_at);
+        return gone_real_ns > eligible_real_ns ? gone_real_ns - eligible_real_ns : 0;
+      });
 }
 
 std::string kernel_release() {
