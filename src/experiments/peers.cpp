@@ -17,6 +17,7 @@
 #include <stdexcept>
 
 #include "quiesce/clock.hpp"
+#include "quiesce/experiments/spread.hpp"
 #include "quiesce/file_io.hpp"
 
 extern char** environ;
@@ -26,17 +27,13 @@ namespace quiesce::experiments {
 namespace fs = std::filesystem;
 
 double sample_set::median() const {
-  if (values.empty()) return 0;
-  std::vector<double> v = values;
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+  return median_of(values);
 }
 double sample_set::min() const {
-  return values.empty() ? 0 : *std::min_element(values.begin(), values.end());
+  return min_of(values);
 }
 double sample_set::max() const {
-  return values.empty() ? 0 : *std::max_element(values.begin(), values.end());
+  return max_of(values);
 }
 
 const sample_set& peer_row::best_peer() const {

@@ -7,20 +7,31 @@
 
 namespace quiesce::experiments {
 
-double run_spread::median() const {
-  if (runs.empty()) return 0;
-  std::vector<double> v = runs;
+double median_of(std::vector<double> v) {
+  if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
   const std::size_t n = v.size();
   return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
+double min_of(const std::vector<double>& v) {
+  return v.empty() ? 0 : *std::min_element(v.begin(), v.end());
+}
+
+double max_of(const std::vector<double>& v) {
+  return v.empty() ? 0 : *std::max_element(v.begin(), v.end());
+}
+
+double run_spread::median() const {
+  return median_of(runs);
+}
+
 double run_spread::min() const {
-  return runs.empty() ? 0 : *std::min_element(runs.begin(), runs.end());
+  return min_of(runs);
 }
 
 double run_spread::max() const {
-  return runs.empty() ? 0 : *std::max_element(runs.begin(), runs.end());
+  return max_of(runs);
 }
 
 nlohmann::json run_spread::to_json() const {

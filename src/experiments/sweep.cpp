@@ -8,17 +8,11 @@
 #include <cmath>
 
 #include "quiesce/experiments/keygc.hpp"
+#include "quiesce/experiments/spread.hpp"
 
 namespace quiesce::experiments {
 
 namespace {
-
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
 
 bool within_throughput_budget(const sweep_row& r, double best_total, double within_pct) {
   return r.total_median() <= best_total * (1 + within_pct / 100);
@@ -39,16 +33,16 @@ std::string fitness_text(double within_pct) {
 }  // namespace
 
 double sweep_row::var_median() const {
-  return median(variance_ms2);
+  return median_of(variance_ms2);
 }
 double sweep_row::var_min() const {
-  return variance_ms2.empty() ? 0 : *std::min_element(variance_ms2.begin(), variance_ms2.end());
+  return min_of(variance_ms2);
 }
 double sweep_row::var_max() const {
-  return variance_ms2.empty() ? 0 : *std::max_element(variance_ms2.begin(), variance_ms2.end());
+  return max_of(variance_ms2);
 }
 double sweep_row::total_median() const {
-  return median(total_ms);
+  return median_of(total_ms);
 }
 
 sweep_choice choose(const std::vector<sweep_row>& rows, double within_pct) {

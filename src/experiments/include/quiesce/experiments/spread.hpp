@@ -8,6 +8,12 @@
 
 namespace quiesce::experiments {
 
+// The median (the mean of the middle two for an even count), least and greatest of `v`;
+// 0 when it is empty.
+double median_of(std::vector<double> v);
+double min_of(const std::vector<double>& v);
+double max_of(const std::vector<double>& v);
+
 struct run_spread {
   std::vector<double> runs;
   double median() const;  // 0 when there is no run
