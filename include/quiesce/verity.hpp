@@ -56,6 +56,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -251,6 +252,18 @@ class verified_file {
   //    runs one item at a time (ordered, or max_active 1): the verification could never
   //    start. With max_active N > 1, at most N - 1 of its items may read at once.
   std::size_t read(std::uint64_t offset, std::span<std::uint8_t> buf);
+  // The asynchronous read, as the kernel completes a bio from its verification work item:
+  // the calling thread reads the blocks and queues their verification, and returns; `done`
+  // runs exactly once, on the verification queue's worker once the blocks are verified -
+  // with the file's bytes at `offset` (up to `len`, fewer at the end of the file; valid
+  // only during the call) and err 0 - or with err EIO and a message naming the file and
+  // block or the cause (as read() throws). A read it cannot start (the blocks cannot be
+  // read, the queue refuses the work) and a read at or past the end of the file complete
+  // on the calling thread before read_async returns. `done` must not throw. Every read
+  // must have completed before the file is destroyed.
+  using read_done =
+      std::function<void(std::span<const std::uint8_t> data, int err, const std::string& why)>;
+  void read_async(std::uint64_t offset, std::size_t len, read_done done);
   std::uint64_t size() const noexcept;
   const merkle_tree& tree() const noexcept;
   read_stats stats() const noexcept;
@@ -263,6 +276,7 @@ class verified_file {
 
  private:
   struct impl;
+  struct async_read;
   std::unique_ptr<impl> impl_;
 };
 

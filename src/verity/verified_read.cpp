@@ -4,11 +4,14 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <condition_variable>
 #include <cstring>
 #include <exception>
+#include <memory>
 #include <mutex>
+#include <optional>
 #include <system_error>
 
 #include "hasher.hpp"
@@ -44,6 +47,24 @@ std::string_view bytes_of(std::span<const std::uint8_t> b) {
 // What verifying one data block found.
 enum class block_check { ok, mismatch, hash_failed };
 
+// A read's blocks (the kernel's bio): whole blocks first..last, read by the calling thread,
+// the tail block zero-padded; `offset` and `len` are the caller's bytes within them.
+struct bio_buf {
+  std::uint64_t first = 0, last = 0, offset = 0, len = 0;
+  std::unique_ptr<std::uint8_t[]> bytes;
+  std::size_t capacity = 0;
+  std::span<const std::uint8_t> wanted(std::size_t bs) const {
+    return {bytes.get() + (offset - first * bs), static_cast<std::size_t>(len)};
+  }
+};
+
+// What verifying a bio found.
+struct bio_outcome {
+  block_check bad = block_check::ok;
+  std::uint64_t bad_block = 0;
+  std::exception_ptr error;  // the verification threw (e.g. libcrypto has no such digest)
+};
+
 }  // namespace
 
 merkle_tree enable(const fs::path& file, const params& p, std::optional<fs::path> sidecar,
@@ -76,6 +97,22 @@ struct verified_file::impl {
   std::vector<std::atomic<std::uint64_t>> verified;  // A: one bit per tree block
   std::atomic<std::uint64_t> reads{0}, blocks{0}, checked{0}, hits{0}, failures{0};  // A
   std::atomic<std::uint64_t> verify_ns{0};  // A: wall time the verification work items ran
+  // read_async's work items: every one made (kept until destruction, which flushes them)
+  // and those free for a next read.
+  std::mutex async_lock;
+  std::vector<std::unique_ptr<async_read>> async_all;  // L: async_lock
+  std::vector<async_read*> async_idle;                 // L: async_lock
+
+  async_read* take_async();
+  void fill_bio(bio_buf& bio, std::uint64_t offset, std::uint64_t len) const;
+  bio_outcome verify_bio(const bio_buf& bio);
+  std::optional<std::system_error> failure_of(const bio_outcome& o);
+  std::system_error refused();
+  void recycle(async_read* r) {
+    std::lock_guard g(async_lock);
+    async_idle.push_back(r);
+  }
+  ~impl();
 
   bool is_verified(std::size_t tree_block) const {
     return verified[tree_block / 64].load(std::memory_order_acquire) >> (tree_block % 64) & 1;
@@ -130,6 +167,15 @@ struct verified_file::impl {
   }
 };
 
+// The verification of a read that completes on the worker (read_async): a work item and
+// its bio, recycled once the completion has run.
+struct verified_file::async_read {
+  explicit async_read(verified_file::impl& m);
+  work verify;
+  bio_buf bio;
+  read_done done;
+};
+
 void verified_file::impl::open(const fs::path& file, const trust_policy& policy,
                                const std::optional<fs::path>& sc) {
   path = file;
@@ -179,6 +225,24 @@ verified_file::verified_file(const fs::path& file, std::shared_ptr<workqueue> ve
   impl_->open(file, trust, sidecar);
 }
 
+verified_file::async_read* verified_file::impl::take_async() {
+  std::lock_guard g(async_lock);
+  if (!async_idle.empty()) {
+    async_read* r = async_idle.back();
+    async_idle.pop_back();
+    return r;
+  }
+  async_all.push_back(std::make_unique<async_read>(*this));
+  return async_all.back().get();
+}
+
+verified_file::impl::~impl() {
+  // Every asynchronous read has completed (the caller's contract: none is started while
+  // the file is destroyed); wait for their items' last steps.
+  for (const auto& r : async_all)
+    r->verify.flush();
+}
+
 verified_file::~verified_file() = default;
 
 std::uint64_t verified_file::size() const noexcept {
@@ -204,6 +268,85 @@ std::vector<std::uint8_t> verified_file::digest() const {
   return file_digest(impl_->t);
 }
 
+// Reads the blocks of [offset, offset + len) into `bio` (its buffer reused when large
+// enough; never zeroed but for the tail's padding). Throws std::system_error.
+void verified_file::impl::fill_bio(bio_buf& bio, std::uint64_t offset, std::uint64_t len) const {
+  const verified_file::impl& m = *this;
+  const std::size_t bs = m.t.p.block_size;
+  bio.offset = offset;
+  bio.len = len;
+  bio.first = offset / bs;
+  bio.last = (offset + len - 1) / bs;
+  const std::size_t size = (bio.last - bio.first + 1) * bs;
+  if (bio.capacity < size) {
+    bio.bytes = std::make_unique_for_overwrite<std::uint8_t[]>(size);  // no zeroing
+    bio.capacity = size;
+  }
+  const std::uint64_t start = bio.first * bs;
+  const std::uint64_t want = std::min<std::uint64_t>(size, m.t.data_size - start);
+  std::fill(bio.bytes.get() + want, bio.bytes.get() + size, 0);  // the tail's padding
+  if (const int err = detail::pread_exact(m.fd.get(), bio.bytes.get(), want, start)) {
+    fail(err, m.path.string());
+  }
+}
+
+// On the verification worker: every data block of `bio`, climbing the tree.
+bio_outcome verified_file::impl::verify_bio(const bio_buf& bio) {
+  verified_file::impl& m = *this;
+  const std::uint64_t began = now_ns();
+  bio_outcome out;
+  try {
+    block_hasher h(m.t.p);
+    const std::size_t bs = m.t.p.block_size;
+    for (std::uint64_t b = bio.first; b <= bio.last; ++b) {
+      const block_check c = m.verify_block(h, b, &bio.bytes[(b - bio.first) * bs]);
+      if (c != block_check::ok) {
+        out.bad = c;
+        out.bad_block = b;
+        break;
+      }
+    }
+  } catch (...) {
+    out.error = std::current_exception();
+  }
+  m.verify_ns.fetch_add(now_ns() - began, std::memory_order_relaxed);
+  return out;
+}
+
+// The read's error, if the outcome is one: EIO naming the file and block, or the cause.
+std::optional<std::system_error> verified_file::impl::failure_of(const bio_outcome& o) {
+  verified_file::impl& m = *this;
+  if (!o.error && o.bad == block_check::ok) return std::nullopt;
+  m.failures.fetch_add(1, std::memory_order_relaxed);
+  if (o.error) {
+    std::string why = "unknown exception";
+    try {
+      std::rethrow_exception(o.error);
+    } catch (const std::exception& e) {
+      why = e.what();
+    } catch (...) {
+    }
+    return std::system_error(EIO, std::generic_category(),
+                             fmt::format("{}: verification failed: {}", m.path.string(), why));
+  }
+  return std::system_error(
+      EIO, std::generic_category(),
+      o.bad == block_check::mismatch
+          ? fmt::format("{}: block {} failed fs-verity verification", m.path.string(), o.bad_block)
+          : fmt::format("{}: block {} could not be verified: libcrypto failed to hash",
+                        m.path.string(), o.bad_block));
+}
+
+std::system_error verified_file::impl::refused() {
+  verified_file::impl& m = *this;
+  m.failures.fetch_add(1, std::memory_order_relaxed);
+  return std::system_error(
+      EIO, std::generic_category(),
+      fmt::format("{}: verification queue '{}' refused the work (it is draining or the process "
+                  "is exiting); nothing was verified",
+                  m.path.string(), m.wq->name()));
+}
+
 std::size_t verified_file::read(std::uint64_t offset, std::span<std::uint8_t> buf) {
   impl& m = *impl_;
   m.reads.fetch_add(1, std::memory_order_relaxed);
@@ -217,82 +360,69 @@ std::size_t verified_file::read(std::uint64_t offset, std::span<std::uint8_t> bu
                               "which runs one item at a time: the verification could never start",
                               m.path.string(), m.wq->name()));
   }
-  const std::size_t bs = m.t.p.block_size;
-  const std::uint64_t len = std::min<std::uint64_t>(buf.size(), m.t.data_size - offset);
-  const std::uint64_t first = offset / bs, last = (offset + len - 1) / bs;
-  // The "bio": whole blocks, read by this thread; the tail block zero-padded.
-  const std::size_t bio_size = (last - first + 1) * bs;
-  auto bio_mem = std::make_unique_for_overwrite<std::uint8_t[]>(bio_size);  // no zeroing
-  const std::span<std::uint8_t> bio(bio_mem.get(), bio_size);
-  const std::uint64_t start = first * bs;
-  const std::uint64_t want = std::min<std::uint64_t>(bio.size(), m.t.data_size - start);
-  std::fill(bio.begin() + static_cast<std::ptrdiff_t>(want), bio.end(), 0);  // the tail's padding
-  if (const int err = detail::pread_exact(m.fd.get(), bio.data(), want, start)) {
-    fail(err, m.path.string());
-  }
+  bio_buf bio;
+  m.fill_bio(bio, offset, std::min<std::uint64_t>(buf.size(), m.t.data_size - offset));
   // Hand it to the verification queue and wait for completion - which the item signals on
-  // every way out, a throw included.
+  // every way out.
   std::mutex lock;
   std::condition_variable done_cv;
   bool done = false;
-  std::uint64_t bad_block = ~std::uint64_t{0};
-  block_check bad = block_check::ok;
-  std::exception_ptr error;
+  bio_outcome outcome;
   work verify("fsverity_verify_work", [&](work&) {
-    const std::uint64_t began = now_ns();
-    try {
-      block_hasher h(m.t.p);
-      for (std::uint64_t b = first; b <= last; ++b) {
-        const block_check c = m.verify_block(h, b, &bio[(b - first) * bs]);
-        if (c != block_check::ok) {
-          bad = c;
-          bad_block = b;
-          break;
-        }
-      }
-    } catch (...) {
-      error = std::current_exception();
-    }
-    m.verify_ns.fetch_add(now_ns() - began, std::memory_order_relaxed);
+    outcome = m.verify_bio(bio);
     {
       std::lock_guard g(lock);
       done = true;
     }
     done_cv.notify_one();
   });
-  if (!m.wq->queue(verify)) {  // never pending before: refused (draining, or exiting)
-    m.failures.fetch_add(1, std::memory_order_relaxed);
-    fail(EIO, fmt::format("{}: verification queue '{}' refused the work (it is draining or the "
-                          "process is exiting); nothing was verified",
-                          m.path.string(), m.wq->name()));
-  }
+  if (!m.wq->queue(verify)) throw m.refused();  // never pending before: refused
   {
     may_block blocking;  // a reader may itself be a work item
     std::unique_lock g(lock);
     done_cv.wait(g, [&] { return done; });
   }
   verify.flush();  // the work item has fully finished before it goes out of scope
-  if (error) {
-    m.failures.fetch_add(1, std::memory_order_relaxed);
-    std::string why = "unknown exception";
-    try {
-      std::rethrow_exception(error);
-    } catch (const std::exception& e) {
-      why = e.what();
-    } catch (...) {
-    }
-    fail(EIO, fmt::format("{}: verification failed: {}", m.path.string(), why));
+  if (auto e = m.failure_of(outcome)) throw *e;
+  const std::span<const std::uint8_t> wanted = bio.wanted(m.t.p.block_size);
+  std::memcpy(buf.data(), wanted.data(), wanted.size());
+  return wanted.size();
+}
+
+verified_file::async_read::async_read(verified_file::impl& m)
+    : verify("fsverity_verify_work", [this, &m](work&) {
+        const bio_outcome outcome = m.verify_bio(bio);
+        read_done cb = std::move(done);
+        if (auto e = m.failure_of(outcome)) {
+          cb({}, e->code().value(), e->what());
+        } else {
+          cb(bio.wanted(m.t.p.block_size), 0, {});
+        }
+        m.recycle(this);  // the last touch: it may be queued again at once
+      }) {}
+
+void verified_file::read_async(std::uint64_t offset, std::size_t len, read_done done) {
+  impl& m = *impl_;
+  m.reads.fetch_add(1, std::memory_order_relaxed);
+  if (offset >= m.t.data_size || len == 0) {
+    done({}, 0, {});
+    return;
   }
-  if (bad != block_check::ok) {
-    m.failures.fetch_add(1, std::memory_order_relaxed);
-    fail(EIO,
-         bad == block_check::mismatch
-             ? fmt::format("{}: block {} failed fs-verity verification", m.path.string(), bad_block)
-             : fmt::format("{}: block {} could not be verified: libcrypto failed to hash",
-                           m.path.string(), bad_block));
+  async_read* r = m.take_async();
+  try {
+    m.fill_bio(r->bio, offset, std::min<std::uint64_t>(len, m.t.data_size - offset));
+  } catch (const std::system_error& e) {
+    m.recycle(r);
+    done({}, e.code().value(), e.what());
+    return;
   }
-  std::memcpy(buf.data(), bio.data() + (offset - start), len);
-  return len;
+  r->done = std::move(done);
+  if (!m.wq->queue(r->verify)) {
+    read_done cb = std::move(r->done);
+    m.recycle(r);
+    const std::system_error e = m.refused();
+    cb({}, EIO, e.what());
+  }
 }
 
 }  // namespace quiesce::verity
