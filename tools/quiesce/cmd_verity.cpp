@@ -15,6 +15,7 @@
 #include "progress.hpp"
 #include "quiesce/experiments/verity_bench.hpp"
 #include "quiesce/file_io.hpp"
+#include "quiesce/mount/verity_fs.hpp"
 #include "quiesce/verity.hpp"
 #include "quiesce/workqueue.hpp"
 #include "registry.hpp"
@@ -225,6 +226,30 @@ const experiment_registrar verity_experiment{
        return experiment_output{r.to_json(), r.markdown(), r.plots()};
      }}};
 
+// ---- verity mount: fs-verity through the kernel (quiesce/mount/verity_fs.hpp) ----
+
+struct mount_cli {
+  std::string source, mountpoint;
+  mount::verity_mount_options options;
+  std::vector<std::string> certs;
+};
+
+void run_mount(const mount_cli& m) {
+  mount::verity_mount_options o = m.options;
+  for (const std::string& c : m.certs)
+    o.certs.emplace_back(c);
+  try {
+    mount::serve_verity_mount(m.source, m.mountpoint, o, [&] {
+      fmt::print(stderr,
+                 "quiesce verity mount: {} on {} ({} queue); unmount with fusermount3 -u {}\n",
+                 m.source, m.mountpoint, o.unbound ? "unbound" : "per-CPU highpri", m.mountpoint);
+    });
+  } catch (const mount::mount_error& e) {
+    if (e.exit_code == 2) throw usage_error(std::string("verity mount: ") + e.what());
+    throw std::runtime_error(std::string("verity mount: ") + e.what());
+  }
+}
+
 const command_registrar verity_command{
     {"verity", [](CLI::App& app) {
        auto* sub = app.add_subcommand(
@@ -277,6 +302,28 @@ const command_registrar verity_command{
                         "Trust nothing: check FILE against its own sidecar (detects corruption, "
                         "not tampering)");
        verify->callback([v] { run_verify(*v); });
+
+       auto m = std::make_shared<mount_cli>();
+       auto* mnt = sub->add_subcommand(
+           "mount",
+           "Show SOURCE at MOUNTPOINT through FUSE with fs-verity: files with a sidecar read "
+           "only verified bytes, and fsverity-utils (measure, enable) and lsattr work on them; "
+           "runs until unmounted or interrupted");
+       mnt->add_option("SOURCE", m->source, "The directory to show")->required();
+       mnt->add_option("MOUNTPOINT", m->mountpoint, "An empty directory")->required();
+       mnt->add_flag("--unbound", m->options.unbound,
+                     "Verify on the pre-patch queue (unbound, highpri) instead of the patch's "
+                     "(per-CPU, highpri)");
+       mnt->add_option("--cert", m->certs,
+                       "A trusted certificate for built-in signatures; repeatable")
+           ->allow_extra_args(false);
+       mnt->add_flag("--require-signatures", m->options.require_signatures,
+                     "A verity file without a valid signature by a --cert certificate cannot be "
+                     "opened, nor can one be enabled without a signature");
+       mnt->add_flag("--foreground", m->options.foreground,
+                     "Stay in the foreground (the only mode: run it in the background with &)");
+       mnt->add_flag("--debug", m->options.debug, "libfuse's request log on stderr");
+       mnt->callback([m] { run_mount(*m); });
 
        auto b = std::make_shared<bench_cli>();
        auto* bench = sub->add_subcommand(

@@ -1,0 +1,75 @@
+// quiesce verity mount: fs-verity for any filesystem, through the kernel's FUSE driver.
+// SOURCE is shown at MOUNTPOINT (libfuse3, low-level API):
+//  - a file with a sidecar (FILE.verity, as `quiesce verity enable` writes it) is a verity
+//    file: every byte a read returns was verified against its Merkle tree first. The FUSE
+//    thread that receives the read reads the blocks and queues their verification on the
+//    verification workqueue, whose work item sends the reply (verified_file::read_async),
+//    as the kernel's bio completion queues verification and the work item ends the bio. A
+//    read request covering a bad block fails whole with EIO (never short: the kernel would
+//    take a short read for the end of the file) and one line is logged naming the file and
+//    block; reads of intact blocks keep working. Verified hash blocks are remembered per
+//    file, shared by every open of it. A verity file cannot be opened for writing (EPERM).
+//  - sidecars do not appear in listings, and cannot be looked up;
+//  - files without a sidecar are plain files (read, write);
+//  - ioctls, so fsverity-utils works unmodified on the mount: FS_IOC_MEASURE_VERITY
+//    (`fsverity measure`; ENODATA on a plain file, EOVERFLOW if the caller's buffer is too
+//    small), FS_IOC_ENABLE_VERITY (`fsverity enable`: the tree is built on the workqueue
+//    and the sidecar written atomically; EEXIST if already a verity file; the salt and the
+//    signature arrive in the request, a signature is checked against the trusted
+//    certificates before anything is written: EBADMSG if malformed, EKEYREJECTED if it
+//    does not sign the file's digest, ENOKEY if no trusted certificate made it), and
+//    FS_IOC_GETFLAGS reporting FS_VERITY_FL (`lsattr` shows V). FS_IOC_READ_VERITY_METADATA
+//    (`fsverity dump_metadata`) is answered EOPNOTSUPP: the kernel forwards it as a
+//    restricted ioctl whose argument holds a pointer into the caller's memory, which the
+//    daemon cannot write through.
+//  - trust: with certificates, a verity file's built-in signature (if any) must verify;
+//    with require_signatures, a verity file without a valid one cannot be opened (EPERM,
+//    the kernel's fs.verity.require_signatures) and enabling without a signature fails.
+//    Without either, a verity file's integrity is checked against its own sidecar: what
+//    the mount then guarantees is that reads match the digest `fsverity measure` reports,
+//    which the user compares with a trusted value.
+//
+// Protection legend (verity_fs.cpp): L: the filesystem's table lock; A: atomic; I: set
+// before the session starts, then read-only.
+#pragma once
+
+#include <filesystem>
+#include <functional>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "quiesce/verity.hpp"
+
+namespace quiesce::mount {
+
+struct verity_mount_options {
+  bool unbound = false;  // the pre-patch queue (unbound | highpri), else the patch's
+  bool require_signatures = false;
+  std::vector<std::filesystem::path> certs;  // trusted certificates (PEM)
+  bool foreground = true;                    // the daemon stays in the caller's process
+  bool debug = false;                        // libfuse's request log on stderr
+};
+
+// A mount that cannot be set up; `exit_code` 2 for the caller's mistakes (a missing
+// /dev/fuse, a missing or non-empty mountpoint, SOURCE not a directory, no permission).
+struct mount_error : std::runtime_error {
+  mount_error(const std::string& what, int exit_code)
+      : std::runtime_error(what), exit_code(exit_code) {}
+  int exit_code;
+};
+
+// Why `source` cannot be served at `mountpoint` (nullopt: it can be tried). Checked before
+// anything is mounted.
+std::optional<std::string> verity_mount_refusal(const std::filesystem::path& source,
+                                                const std::filesystem::path& mountpoint);
+
+// Mounts and serves until the filesystem is unmounted (fusermount3 -u, umount) or the
+// process gets SIGINT, SIGTERM or SIGHUP, which unmount it; returns then. `mounted` (if
+// set) is called once the mount is in place. Throws mount_error.
+void serve_verity_mount(const std::filesystem::path& source,
+                        const std::filesystem::path& mountpoint, const verity_mount_options& o,
+                        const std::function<void()>& mounted = {});
+
+}  // namespace quiesce::mount
