@@ -9,11 +9,14 @@
 #include <fuse3/fuse_lowlevel.h>
 #include <linux/fs.h>
 #include <linux/fsverity.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -577,13 +580,22 @@ std::optional<std::string> verity_mount_refusal(const fs::path& source,
   return std::nullopt;
 }
 
-void serve_verity_mount(const fs::path& source, const fs::path& mountpoint,
-                        const verity_mount_options& o, const std::function<void()>& mounted) {
+struct verity_mount::impl {
+  filesystem f;
+  std::unique_ptr<fuse_session, session_deleter> se;
+  fs::path mountpoint;
+  bool signals = false;
+  std::atomic<bool> unmounted{false};
+};
+
+verity_mount::verity_mount(const fs::path& source, const fs::path& mountpoint,
+                           const verity_mount_options& o)
+    : impl_(std::make_unique<impl>()) {
   if (auto why = verity_mount_refusal(source, mountpoint)) throw mount_error(*why, 2);
   if (o.require_signatures && o.certs.empty()) {
     throw mount_error("--require-signatures: no trusted certificate (--cert FILE)", 2);
   }
-  filesystem f;
+  filesystem& f = impl_->f;
   f.source = fs::canonical(source);
   f.require_signatures = o.require_signatures;
   try {
@@ -607,27 +619,60 @@ void serve_verity_mount(const fs::path& source, const fs::path& mountpoint,
   for (std::string& a : args)
     argv.push_back(a.data());
   fuse_args fa = FUSE_ARGS_INIT(static_cast<int>(argv.size()), argv.data());
-  std::unique_ptr<fuse_session, session_deleter> se(fuse_session_new(&fa, &kOps, sizeof kOps, &f));
+  impl_->se.reset(fuse_session_new(&fa, &kOps, sizeof kOps, &f));
   fuse_opt_free_args(&fa);
-  if (!se) throw mount_error("libfuse: cannot create a session", 1);
-  if (fuse_set_signal_handlers(se.get()) != 0) {
-    throw mount_error("libfuse: cannot install the signal handlers", 1);
+  if (!impl_->se) throw mount_error("libfuse: cannot create a session", 1);
+  if (o.handle_signals) {
+    if (fuse_set_signal_handlers(impl_->se.get()) != 0) {
+      throw mount_error("libfuse: cannot install the signal handlers", 1);
+    }
+    impl_->signals = true;
   }
-  if (fuse_session_mount(se.get(), fs::absolute(mountpoint).c_str()) != 0) {
-    fuse_remove_signal_handlers(se.get());
+  impl_->mountpoint = fs::absolute(mountpoint);
+  if (fuse_session_mount(impl_->se.get(), impl_->mountpoint.c_str()) != 0) {
+    if (impl_->signals) fuse_remove_signal_handlers(impl_->se.get());
     throw mount_error(fmt::format("{}: cannot mount (see the line above)", mountpoint.string()), 2);
   }
-  if (mounted) mounted();
+}
+
+verity_mount::~verity_mount() {
+  if (!impl_->unmounted.exchange(true)) fuse_session_unmount(impl_->se.get());
+  if (impl_->signals) fuse_remove_signal_handlers(impl_->se.get());
+}
+
+void verity_mount::serve() {
   fuse_loop_config* cfg = fuse_loop_cfg_create();
   fuse_loop_cfg_set_max_threads(cfg, 16);
-  const int rc = fuse_session_loop_mt(se.get(), cfg);
+  const int rc = fuse_session_loop_mt(impl_->se.get(), cfg);
   fuse_loop_cfg_destroy(cfg);
-  fuse_session_unmount(se.get());
-  fuse_remove_signal_handlers(se.get());
-  se.reset();
+  if (!impl_->unmounted.exchange(true)) fuse_session_unmount(impl_->se.get());
   if (rc < 0) {
     throw mount_error(fmt::format("libfuse: the session ended with {}", std::strerror(-rc)), 1);
   }
+}
+
+void verity_mount::unmount() {
+  fuse_session_exit(impl_->se.get());
+  // Detached: the kernel ends the connection once the last open file closes, and the
+  // session's threads see it (ENODEV) and return.
+  if (::umount2(impl_->mountpoint.c_str(), MNT_DETACH) != 0) {
+    const std::string cmd = "fusermount3 -u -z '" + impl_->mountpoint.string() + "' 2>/dev/null";
+    if (std::system(cmd.c_str()) != 0) {
+      log(log_level::warning,
+          fmt::format("quiesce verity mount: cannot unmount {}", impl_->mountpoint.string()));
+    }
+  }
+}
+
+workqueue& verity_mount::verify_queue() {
+  return *impl_->f.verify_wq;
+}
+
+void serve_verity_mount(const fs::path& source, const fs::path& mountpoint,
+                        const verity_mount_options& o, const std::function<void()>& mounted) {
+  verity_mount m(source, mountpoint, o);
+  if (mounted) mounted();
+  m.serve();
 }
 
 }  // namespace quiesce::mount

@@ -23,6 +23,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "wait.hpp"
 
 namespace {
@@ -362,6 +364,77 @@ TEST_F(VerityMount, SignalsUnmountAndMistakesAreExit2) {
   const result nonempty = shell(cli + src_.string() + " " + mnt_.string());
   EXPECT_EQ(nonempty.code, 2) << nonempty.out;
   EXPECT_NE(nonempty.out.find("not empty"), std::string::npos) << nonempty.out;
+}
+
+}  // namespace
+
+namespace {
+
+// Mounts of the bench's temporary mountpoints (quiesce-verity-mnt-*) still in place.
+int bench_mounts() {
+  std::ifstream in("/proc/self/mountinfo");
+  std::string line;
+  int n = 0;
+  while (std::getline(in, line))
+    n += line.find("quiesce-verity-mnt-") != std::string::npos;
+  return n;
+}
+
+int bench_dirs(const fs::path& tmp) {
+  int n = 0;
+  for (const auto& e : fs::directory_iterator(tmp))
+    n += e.path().filename().string().rfind("quiesce-verity-", 0) == 0;
+  return n;
+}
+
+// The seed's experiment through the mount: both queues measured in every run (the apps'
+// reads, the verification items, the cold start), nothing left behind.
+TEST(VerityMountBench, MeasuresBothQueuesAndLeavesNothing) {
+  SKIP_UNLESS_FUSE();
+  const fs::path tmp = fs::temp_directory_path() / ("quiesce-mb-" + std::to_string(::getpid()));
+  fs::create_directories(tmp);
+  const result r = shell("TMPDIR=" + tmp.string() + " " + std::string(QUIESCE_CLI) +
+                         " verity bench --mount --app-mib 4 --apps 2 --runs 2 --json 2>/dev/null");
+  ASSERT_EQ(r.code, 0) << r.out;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["runs"], 2);
+  EXPECT_GT(j["files"].get<int>(), 2);
+  for (const char* side : {"bound", "unbound"}) {
+    EXPECT_GT(j[side]["read_latency_us"]["n"].get<double>(), 0) << side;
+    EXPECT_GT(j[side]["queue_to_start_us"]["n"].get<double>(), 0)
+        << side << ": no verification item ran - the reads were not verified";
+    EXPECT_EQ(j[side]["cold_start_ms"]["runs"].size(), 2u) << side;
+    for (const auto& ms : j[side]["cold_start_ms"]["runs"])
+      EXPECT_GT(ms.get<double>(), 0) << side;
+  }
+  EXPECT_EQ(j["bound"]["queue"], "fsverity_read_queue");
+  EXPECT_EQ(j["unbound"]["queue"], "fsverity_read_queue_unbound");
+  EXPECT_EQ(bench_mounts(), 0);
+  EXPECT_EQ(bench_dirs(tmp), 0);
+  fs::remove_all(tmp);
+}
+
+TEST(VerityMountBench, InterruptedLeavesNoMountNorFiles) {
+  SKIP_UNLESS_FUSE();
+  const fs::path tmp = fs::temp_directory_path() / ("quiesce-mbi-" + std::to_string(::getpid()));
+  fs::create_directories(tmp);
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::setenv("TMPDIR", tmp.c_str(), 1);
+    ::execl(QUIESCE_CLI, QUIESCE_CLI, "verity", "bench", "--mount", "--app-mib", "64", "--runs",
+            "50", "--json", nullptr);
+    std::_Exit(127);
+  }
+  ASSERT_TRUE(quiesce::test::eventually([&] { return bench_mounts() > 0; }))
+      << "the bench never mounted";
+  ASSERT_EQ(::kill(pid, SIGINT), 0);
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGINT) << status;
+  EXPECT_TRUE(quiesce::test::eventually([&] { return bench_mounts() == 0; }))
+      << "a mount was left behind";
+  EXPECT_EQ(bench_dirs(tmp), 0) << "files were left behind in " << tmp;
+  fs::remove_all(tmp);
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include "plot_option.hpp"
 #include "progress.hpp"
 #include "quiesce/experiments/verity_bench.hpp"
+#include "quiesce/experiments/verity_mount_bench.hpp"
 #include "quiesce/file_io.hpp"
 #include "quiesce/mount/verity_fs.hpp"
 #include "quiesce/verity.hpp"
@@ -205,7 +206,21 @@ struct bench_cli {
   experiments::verity_bench_config config;
   bool json = false;
   std::string plot_dir;
+  bool mount = false;  // --mount: the cold start through quiesce verity mount
+  experiments::verity_mount_bench_config mount_config;
 };
+
+experiments::verity_mount_bench_result run_mount_bench(
+    const experiments::verity_mount_bench_config& c, bool progress_wanted_here) {
+  if (auto why = experiments::verity_mount_bench_unusable()) {
+    throw usage_error("verity bench --mount: " + *why);
+  }
+  refuse_beyond_disk("--app-mib", std::to_string(c.app_mib), (c.app_mib << 20) / 64 * 65,
+                     fs::temp_directory_path().string());
+  progress_line progress("quiesce verity bench --mount", 2 * static_cast<std::size_t>(c.runs),
+                         progress_wanted_here);
+  return experiments::run_verity_mount_bench(c, [&](const std::string& s) { progress.step(s); });
+}
 
 experiments::verity_bench_result run_bench(const experiments::verity_bench_config& c,
                                            bool progress_wanted_here) {
@@ -249,6 +264,21 @@ void run_mount(const mount_cli& m) {
     throw std::runtime_error(std::string("verity mount: ") + e.what());
   }
 }
+
+const experiment_registrar verity_mount_experiment{
+    {"verity bench --mount", "004",
+     "app cold start through quiesce verity mount: unbound vs per-CPU highpri verification",
+     [](const experiment_options& opt) {
+       if (auto why = experiments::verity_mount_bench_unusable()) {
+         return experiment_output{
+             {{"skipped", *why}}, fmt::format("Not measured: {}.\n", *why), {}};
+       }
+       experiments::verity_mount_bench_config c;
+       c.app_mib = opt.quick ? 16 : 64;
+       c.load = 2;  // a busy device: as many CPU-bound threads as these machines have CPUs
+       const experiments::verity_mount_bench_result r = run_mount_bench(c, false);
+       return experiment_output{r.to_json(), r.markdown(), {}};
+     }}};
 
 const command_registrar verity_command{
     {"verity", [](CLI::App& app) {
@@ -341,7 +371,25 @@ const command_registrar verity_command{
                   number_range<int>{1, 100});
        bench->add_flag("--json", b->json, "One JSON object on stdout");
        add_plot_option(bench, b->plot_dir);
+       bench->add_flag("--mount", b->mount,
+                       "The app cold start through quiesce verity mount (root, /dev/fuse): "
+                       "processes read the app's files, page cache dropped before each start");
+       add_number(bench, "--apps", b->mount_config.apps, "--mount: app processes per start",
+                  number_range<int>{1, 256});
+       add_number(bench, "--load", b->mount_config.load, "--mount: CPU-bound background threads",
+                  number_range<int>{0, 1024});
+       add_number(bench, "--app-mib", b->mount_config.app_mib, "--mount: the app's files (MiB)",
+                  number_range<std::size_t>{1, std::size_t{1} << 16});
        bench->callback(traced(bench, [b] {
+         if (b->mount) {
+           if (!b->plot_dir.empty()) throw usage_error("--plot: not with --mount");
+           experiments::verity_mount_bench_config c = b->mount_config;
+           c.runs = b->config.runs;
+           const experiments::verity_mount_bench_result r =
+               run_mount_bench(c, progress_wanted(b->json));
+           fmt::print("{}", b->json ? r.to_json().dump(2) + "\n" : r.markdown());
+           return;
+         }
          const experiments::verity_bench_result r = run_bench(b->config, progress_wanted(b->json));
          fmt::print("{}", b->json ? r.to_json().dump(2) + "\n" : r.markdown());
          write_plots(b->plot_dir, r.plots());

@@ -35,12 +35,14 @@
 
 #include <filesystem>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "quiesce/verity.hpp"
+#include "quiesce/workqueue.hpp"
 
 namespace quiesce::mount {
 
@@ -50,6 +52,7 @@ struct verity_mount_options {
   std::vector<std::filesystem::path> certs;  // trusted certificates (PEM)
   bool foreground = true;                    // the daemon stays in the caller's process
   bool debug = false;                        // libfuse's request log on stderr
+  bool handle_signals = true;  // SIGINT, SIGTERM and SIGHUP end serve() (libfuse's handlers)
 };
 
 // A mount that cannot be set up; `exit_code` 2 for the caller's mistakes (a missing
@@ -65,9 +68,30 @@ struct mount_error : std::runtime_error {
 std::optional<std::string> verity_mount_refusal(const std::filesystem::path& source,
                                                 const std::filesystem::path& mountpoint);
 
-// Mounts and serves until the filesystem is unmounted (fusermount3 -u, umount) or the
-// process gets SIGINT, SIGTERM or SIGHUP, which unmount it; returns then. `mounted` (if
-// set) is called once the mount is in place. Throws mount_error.
+// A mounted filesystem. The constructor mounts (throws mount_error); serve() answers
+// requests on libfuse's threads until the filesystem is unmounted (fusermount3 -u, umount,
+// unmount() from another thread, or - with handle_signals - SIGINT, SIGTERM or SIGHUP);
+// the destructor unmounts if serve() did not.
+class verity_mount {
+ public:
+  verity_mount(const std::filesystem::path& source, const std::filesystem::path& mountpoint,
+               const verity_mount_options& o);
+  ~verity_mount();
+  verity_mount(const verity_mount&) = delete;
+  verity_mount& operator=(const verity_mount&) = delete;
+  void serve();
+  // Ends serve(): a lazy unmount (the connection ends once the last open file closes).
+  void unmount();
+  // The verification queue (its stats: queue->start, the workers' run delay).
+  workqueue& verify_queue();
+
+ private:
+  struct impl;
+  std::unique_ptr<impl> impl_;
+};
+
+// Mounts and serves until unmounted (or a signal, as above); `mounted` (if set) is called
+// once the mount is in place. Throws mount_error.
 void serve_verity_mount(const std::filesystem::path& source,
                         const std::filesystem::path& mountpoint, const verity_mount_options& o,
                         const std::function<void()>& mounted = {});

@@ -1,0 +1,60 @@
+// Seed 004 through the kernel (`quiesce verity bench --mount`): an "app cold start" on a
+// quiesce verity mount. Each start drops the page cache (root), then several processes
+// each open and read the app's files through the mount - half of them whole and in
+// sequence (code), half in a few random reads (resources) - while the mount verifies on the
+// patch's queue (per-CPU, highpri) or the one before it (unbound, highpri), the two
+// alternating over runs, optionally beside CPU-bound load threads (a busy device). Per
+// queue: the verification workers' time runnable (schedstat run_delay: the seed's metric),
+// the items' queue->start latency, the apps' read latency and the cold-start time (the
+// slowest app's), each as median and spread over the runs. Typed result; text, Markdown
+// and JSON are renderings.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+
+#include "quiesce/experiments/spread.hpp"
+#include "quiesce/histogram.hpp"
+
+namespace quiesce::experiments {
+
+struct verity_mount_bench_config {
+  std::size_t app_mib = 64;  // the app's files, in total
+  int apps = 4;              // processes per cold start
+  int load = 0;              // CPU-bound background threads
+  int runs = 3;              // runs of both queues, the order alternating
+};
+
+// One queue: the runs' figures, and the latencies of every run pooled.
+struct verity_mount_side {
+  std::string queue;
+  histogram sched_ns, read_ns;  // verification queue->start; each read(2) of each app
+  run_spread run_delay_ms;      // the verification workers' time runnable, per run
+  run_spread cold_start_ms;     // the slowest app's open-to-done, per run
+  run_spread read_p99_us;       // per run
+  nlohmann::json to_json() const;
+};
+
+struct verity_mount_bench_result {
+  verity_mount_bench_config config;
+  verity_mount_side bound, unbound;
+  std::size_t files = 0;
+  bool caches_dropped = false;  // false: not root, the page cache stayed warm
+  nlohmann::json to_json() const;
+  std::string markdown() const;  // the table and the "Ours:" sentence (also the CLI's text)
+};
+
+// Why the bench cannot run here (no usable /dev/fuse), or nullopt.
+std::optional<std::string> verity_mount_bench_unusable();
+
+// Writes the app's files in a private temporary directory (removed on every way out),
+// enables fs-verity on each, and measures. `step` is told each run before it starts.
+// Throws std::runtime_error if the mount cannot be set up.
+verity_mount_bench_result run_verity_mount_bench(
+    const verity_mount_bench_config& config,
+    const std::function<void(const std::string&)>& step = {});
+
+}  // namespace quiesce::experiments
