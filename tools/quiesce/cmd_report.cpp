@@ -4,6 +4,8 @@
 #include <fmt/chrono.h>
 #include <fmt/format.h>
 
+#include <cctype>
+
 #include <chrono>
 #include <ctime>
 #include <filesystem>
@@ -34,12 +36,19 @@ struct report_options {
   std::string trace_dir;                 // --trace DIR: one Chrome trace per experiment
 };
 
-// DIR/NAME.trace.json for experiment `name` ("sweep keygc" -> sweep-keygc.trace.json).
+// DIR/NAME.trace.json for experiment `name`, each run of other characters than letters and
+// digits one '-' ("sweep keygc" -> sweep-keygc.trace.json, "verity bench --mount" ->
+// verity-bench-mount.trace.json).
 std::string trace_path(const report_options& opt, const std::string& name) {
   if (opt.trace_dir.empty()) return {};
-  std::string file = name;
-  for (char& c : file)
-    if (c == ' ') c = '-';
+  std::string file;
+  for (char c : name) {
+    if (std::isalnum(static_cast<unsigned char>(c))) {
+      file += c;
+    } else if (!file.empty() && file.back() != '-') {
+      file += '-';
+    }
+  }
   return (fs::path(opt.trace_dir) / (file + ".trace.json")).string();
 }
 
