@@ -75,14 +75,19 @@ enum class hash_alg : std::uint8_t { sha256 = 1, sha512 = 2 };  // FS_VERITY_HAS
 std::size_t digest_size(hash_alg alg) noexcept;  // 32 or 64
 inline constexpr std::size_t max_digest_size = 64;
 const char* to_string(hash_alg alg) noexcept;  // "sha256" or "sha512"
-// "sha256" or "sha512"; throws std::invalid_argument naming the text.
+// "sha256" or "sha512", or its number "1" or "2" (as fsverity-utils accepts); throws
+// std::invalid_argument naming the text.
 hash_alg parse_hash_alg(std::string_view text);
+// fs-verity's largest block size here: the largest power of two that fsverity-utils takes
+// (its options are ints), and that fits the descriptor's u32 sizes.
+inline constexpr std::size_t max_block_size = std::size_t{1} << 30;
 
 struct params {
   hash_alg alg = hash_alg::sha256;
-  std::size_t block_size = 4096;   // a power of two, >= 2 * digest size
+  std::size_t block_size = 4096;   // a power of two, >= 2 * digest size, <= max_block_size
   std::vector<std::uint8_t> salt;  // 0..32 bytes
-  // Throws std::invalid_argument naming the bad field.
+  // Throws std::invalid_argument naming the bad field: an algorithm other than 1 (sha256)
+  // and 2 (sha512), a block size that is not a power of two in range, a salt too long.
   void validate() const;
 };
 
@@ -101,8 +106,9 @@ struct merkle_tree {
 
 // Builds the tree of the file at `path`, streaming it (memory bounded by the tree, not the
 // file). With `wq`, level 0 is hashed in parallel by work items on it (each reads its own
-// range). Throws std::system_error if the file cannot be read (EINVAL: not a regular file
-// on a real filesystem - never blocking on a FIFO), if a hash fails (EIO), or if `wq`
+// range). Throws std::system_error if the file cannot be read (EISDIR: a directory; EINVAL:
+// not a regular file on a real filesystem - never blocking on a FIFO), if a hash fails
+// (EIO), or if `wq`
 // refuses the hashing work (ECANCELED: it is draining, or the process is exiting);
 // std::invalid_argument for bad params.
 merkle_tree build_tree(const std::filesystem::path& path, const params& p, workqueue* wq = nullptr);
@@ -217,8 +223,8 @@ class verified_file {
  public:
   // Opens `file` and its sidecar (default FILE.verity), in this order, each step bounded:
   //  1. both must be regular files on a real filesystem, opened without blocking (a FIFO, a
-  //     device, a directory, a /proc or /sys file - also behind a symlink - is refused:
-  //     EINVAL); a missing sidecar is ENODATA;
+  //     device, a /proc or /sys file - also behind a symlink - is refused: EINVAL; a
+  //     directory: EISDIR); a missing sidecar is ENODATA;
   //  2. the descriptor is checked - version 1, a known algorithm, a block size of at most
   //     1 MiB (a read holds its blocks in memory), the salt size, zero reserved and padding
   //     bytes, sig_size at most max_signature_size, data_size equal to the file's size, and

@@ -32,15 +32,25 @@ const char* to_string(hash_alg alg) noexcept {
 }
 
 hash_alg parse_hash_alg(std::string_view text) {
-  if (text == "sha256") return hash_alg::sha256;
-  if (text == "sha512") return hash_alg::sha512;
-  throw std::invalid_argument("hash-alg: '" + std::string(text) + "' is not one of sha256, sha512");
+  if (text == "sha256" || text == "1") return hash_alg::sha256;
+  if (text == "sha512" || text == "2") return hash_alg::sha512;
+  throw std::invalid_argument("hash-alg: '" + std::string(text) +
+                              "' is not one of sha256 (1), sha512 (2)");
 }
 
 void params::validate() const {
+  if (alg != hash_alg::sha256 && alg != hash_alg::sha512) {
+    throw std::invalid_argument(fmt::format("hash-alg: {} is not an fs-verity algorithm (1, 2)",
+                                            static_cast<unsigned>(alg)));
+  }
   const std::size_t d = digest_size(alg);
   if (block_size == 0 || (block_size & (block_size - 1)) != 0) {
     throw std::invalid_argument(fmt::format("block-size: {} is not a power of two", block_size));
+  }
+  if (block_size > max_block_size) {
+    throw std::invalid_argument(
+        fmt::format("block-size: {} is above {}, the largest fs-verity block size here", block_size,
+                    max_block_size));
   }
   if (block_size < 2 * d) {
     throw std::invalid_argument(

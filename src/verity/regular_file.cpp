@@ -77,6 +77,7 @@ regular_file open_regular(const std::filesystem::path& path, int missing_errno) 
   }
   struct stat st {};
   if (::fstat(fd.get(), &st) != 0) fail(errno, path.string());
+  if (S_ISDIR(st.st_mode)) fail(EISDIR, path.string());  // "Is a directory", as read(2) says
   if (!S_ISREG(st.st_mode)) {
     fail(EINVAL, path.string() + ": " + kind_of(st.st_mode) + ", not a regular file");
   }

@@ -125,6 +125,40 @@ TEST_F(Cli, VerityDigestMatchesFsverityLineForLine) {
   EXPECT_EQ(ours.out, std::string(buf));
 }
 
+// Scripts written for fsverity-utils run unchanged: getopt_long's abbreviations, `--salt=`
+// (no salt), algorithms by number, `--compact`, block sizes beyond 64 KiB - each line the
+// same as `fsverity digest` prints for the same arguments.
+TEST_F(Cli, VerityDigestTakesFsverityUtilsSpellings) {
+  for (const char* args :
+       {"--hash=sha512", "--salt=", "--hash-alg=2", "--hash-alg=1", "--compact", "--block=2048",
+        "--block-size=131072", "--hash-alg=sha512 --salt=00ff --compact", "--out-desc=/dev/null"}) {
+    const result ours = run("verity digest " + file_.string() + " " + args, true);
+    const result theirs = run_shell("fsverity digest " + file_.string() + " " + args + " 2>&1");
+    ASSERT_EQ(theirs.code, 0) << args << ": " << theirs.out;
+    EXPECT_EQ(ours.code, 0) << args << ": " << ours.out;
+    EXPECT_EQ(ours.out, theirs.out) << args;
+  }
+}
+
+// ... and refuses what fsverity-utils refuses, naming the value as given.
+TEST_F(Cli, VerityDigestRefusesWhatFsverityUtilsRefuses) {
+  for (const auto& [args, says] :
+       std::vector<std::pair<std::string, std::string>>{{"--block-size=-4096", "'-4096'"},
+                                                        {"--block-size=2147483648", "'2147483648'"},
+                                                        {"--block-size=3000", "not a power of two"},
+                                                        {"--hash-alg=3", "'3'"},
+                                                        {"--hash-alg=0", "'0'"},
+                                                        {"--h=1", "ambiguous"}}) {
+    const result ours = run("verity digest " + file_.string() + " " + args);
+    EXPECT_EQ(ours.code, 2) << args << ": " << ours.out;
+    EXPECT_NE(ours.out.find(says), std::string::npos) << args << ": " << ours.out;
+    EXPECT_EQ(std::count(ours.out.begin(), ours.out.end(), '\n'), 1) << args << ": " << ours.out;
+  }
+  const result dir = run("verity digest " + dir_.string());
+  EXPECT_EQ(dir.code, 2) << dir.out;
+  EXPECT_NE(dir.out.find("Is a directory"), std::string::npos) << dir.out;
+}
+
 TEST_F(Cli, VerityBadInputIsExit2AndWritesNothing) {
   EXPECT_EQ(run("verity digest " + (dir_ / "missing").string()).code, 2);
   EXPECT_EQ(run("verity digest " + file_.string() + " --salt xyz").code, 2);

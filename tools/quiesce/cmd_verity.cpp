@@ -34,8 +34,15 @@ struct digest_cli {
   std::string salt;
   std::string out_tree, out_descriptor;
   bool for_builtin_sig = false;
-  bool single = false;  // --single-thread: no workqueue
+  bool single = false;   // --single-thread: no workqueue
+  bool compact = false;  // --compact: the digest's hex alone, as fsverity-utils prints it
 };
+
+// A tree block of `block_size` bytes is held (and hashed) in memory: refuse sizes beyond the
+// machine before allocating them.
+void refuse_block_beyond_memory(std::size_t block_size) {
+  refuse_beyond_memory("--block-size", std::to_string(block_size), 4 * block_size);
+}
 
 void run_digest(const digest_cli& o) {
   verity::params p;
@@ -47,6 +54,7 @@ void run_digest(const digest_cli& o) {
   } catch (const std::invalid_argument& e) {
     throw usage_error(e.what());
   }
+  refuse_block_beyond_memory(p.block_size);
   if ((!o.out_tree.empty() || !o.out_descriptor.empty()) && o.files.size() != 1) {
     throw usage_error("--out-merkle-tree/--out-descriptor: give exactly one FILE");
   }
@@ -61,6 +69,8 @@ void run_digest(const digest_cli& o) {
     }
     if (o.for_builtin_sig) {
       fmt::print("{} {}\n", verity::to_hex(verity::builtin_sig_message(t)), file);
+    } else if (o.compact) {
+      fmt::print("{}\n", verity::to_hex(verity::file_digest(t)));
     } else {
       fmt::print("{}:{} {}\n", verity::to_string(p.alg), verity::to_hex(verity::file_digest(t)),
                  file);
@@ -91,6 +101,7 @@ verity::params params_of(const std::string& alg, std::size_t block_size, const s
     p.block_size = block_size;
     p.salt = verity::from_hex(salt);
     p.validate();
+    refuse_block_beyond_memory(p.block_size);
     return p;
   } catch (const std::invalid_argument& e) {
     throw usage_error(e.what());
@@ -288,14 +299,18 @@ const command_registrar verity_command{
        auto o = std::make_shared<digest_cli>();
        auto* digest = sub->add_subcommand("digest", "Print the fs-verity digest of each FILE");
        digest->add_option("FILE", o->files, "Files to digest")->required();
-       digest->add_option("--hash-alg", o->hash_alg, "sha256 | sha512")->capture_default_str();
+       digest->add_option("--hash-alg", o->hash_alg, "sha256 | sha512 (or 1 | 2)")
+           ->capture_default_str();
        add_number(digest, "--block-size", o->block_size, "Merkle tree block size (a power of two)",
-                  number_range<std::size_t>{1024, 65536});
-       digest->add_option("--salt", o->salt, "Salt, as hex (up to 32 bytes)");
+                  number_range<std::size_t>{1024, verity::max_block_size});
+       digest->add_option("--salt", o->salt, "Salt, as hex (up to 32 bytes; empty: none)")
+           ->expected(0, 1);
        digest->add_option("--out-merkle-tree", o->out_tree, "Write the Merkle tree here");
        digest->add_option("--out-descriptor", o->out_descriptor, "Write the descriptor here");
        digest->add_flag("--for-builtin-sig", o->for_builtin_sig,
                         "Print the message a built-in signature signs, as hex");
+       digest->add_flag("--compact", o->compact,
+                        "Print only the digest's hex, as `fsverity digest --compact`");
        digest->add_flag("--single-thread", o->single,
                         "Hash on this thread only (default: level 0 in parallel on a workqueue)");
        digest->callback([o] { run_digest(*o); });
@@ -306,8 +321,9 @@ const command_registrar verity_command{
        enable->add_option("FILE", e->file, "The file")->required();
        enable->add_option("--hash-alg", e->hash_alg, "sha256 | sha512")->capture_default_str();
        add_number(enable, "--block-size", e->block_size, "Merkle tree block size (a power of two)",
-                  number_range<std::size_t>{1024, 65536});
-       enable->add_option("--salt", e->salt, "Salt, as hex (up to 32 bytes)");
+                  number_range<std::size_t>{1024, verity::max_block_size});
+       enable->add_option("--salt", e->salt, "Salt, as hex (up to 32 bytes; empty: none)")
+           ->expected(0, 1);
        enable->add_option("--sidecar", e->sidecar, "Where to write it (default FILE.verity)");
        enable->add_option("--signature", e->signature,
                           "Store this built-in signature (from `fsverity sign`) in the sidecar");

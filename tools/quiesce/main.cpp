@@ -9,7 +9,10 @@
 #include <cstdio>
 #include <exception>
 #include <stdexcept>
+#include <string>
+#include <vector>
 
+#include "long_options.hpp"
 #include "quiesce/version.hpp"
 #include "registry.hpp"
 
@@ -35,7 +38,11 @@ int main(int argc, char** argv) {
     return 2;
   }
   try {
-    app.parse(argc, argv);
+    std::vector<std::string> args = quiesce::cli::expand_abbreviations(app, argc, argv);
+    std::vector<char*> expanded;
+    for (std::string& a : args)
+      expanded.push_back(a.data());
+    app.parse(static_cast<int>(expanded.size()), expanded.data());
   } catch (const CLI::Success& e) {  // --help, --version
     return app.exit(e);
   } catch (const CLI::ParseError& e) {

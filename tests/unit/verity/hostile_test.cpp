@@ -65,7 +65,7 @@ TEST_F(Hostile, DevicesAndDirectoriesAreRefused) {
   std::string what;
   EXPECT_EQ(open_error(f, {}, &what), EINVAL);
   EXPECT_NE(what.find("character device"), std::string::npos) << what;
-  EXPECT_EQ(open_error(f, dir_), EINVAL);
+  EXPECT_EQ(open_error(f, dir_), EISDIR);
   EXPECT_EQ(open_error("/dev/zero", f.string() + ".verity"), EINVAL);
   EXPECT_EQ(error_of([&] { build_tree("/dev/zero", params{}); }), EINVAL);
 }

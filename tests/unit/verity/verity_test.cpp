@@ -152,6 +152,14 @@ TEST(Verity, BadParametersAreRejectedNamingThem) {
   EXPECT_NE(msg({hash_alg::sha512, 64, {}}).find("block-size"), std::string::npos);
   EXPECT_NE(msg({hash_alg::sha256, 4096, std::vector<std::uint8_t>(33)}).find("salt"),
             std::string::npos);
+  // fs-verity's algorithm numbers are 1 and 2; a block size must fit its u32 fields.
+  EXPECT_NE(msg({static_cast<hash_alg>(0), 4096, {}}).find("hash-alg: 0"), std::string::npos);
+  EXPECT_NE(msg({static_cast<hash_alg>(3), 4096, {}}).find("hash-alg: 3"), std::string::npos);
+  EXPECT_NE(msg({hash_alg::sha256, max_block_size * 2, {}}).find("block-size"), std::string::npos);
+  EXPECT_EQ(msg({hash_alg::sha256, max_block_size, {}}), "");
+  EXPECT_EQ(parse_hash_alg("1"), hash_alg::sha256);
+  EXPECT_EQ(parse_hash_alg("2"), hash_alg::sha512);
+  EXPECT_THROW(parse_hash_alg("3"), std::invalid_argument);
   EXPECT_THROW(parse_hash_alg("md5"), std::invalid_argument);
   EXPECT_THROW(from_hex("abc"), std::invalid_argument);
   EXPECT_THROW(from_hex("zz"), std::invalid_argument);
