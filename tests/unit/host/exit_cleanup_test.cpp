@@ -65,6 +65,15 @@ bool is_mount_point(const fs::path& dir) {
 // inherit it blocked, so the signal is handled on the thread this test controls. (Under
 // ThreadSanitizer a handler runs deferred, when its thread next enters an intercepted
 // call; a runtime thread parked in a futex would hold it for ever.)
+// ThreadSanitizer runs a signal handler deferred; in a forked child of this multithreaded
+// test process it never ran (the child stayed in pause() with the signal taken). The CLI's
+// SIGINT tests cover the handler under TSan in processes of their own.
+#if defined(__SANITIZE_THREAD__)
+#define SKIP_UNDER_TSAN() GTEST_SKIP() << "TSan never runs the handler in a forked child here"
+#else
+#define SKIP_UNDER_TSAN() (void)0
+#endif
+
 template <class Body>
 int run_child_until_signalled(int sig, Body body) {
   int ready[2];
@@ -99,6 +108,7 @@ void say_ready_and_wait(int ready_fd) {
 }
 
 TEST(ExitCleanup, ASignalRunsEveryPendingActionAndTheProcessDiesOfIt) {
+  SKIP_UNDER_TSAN();
   const fs::path dir = scratch_dir();
   const fs::path setting = dir / "setting";
   const fs::path doomed = dir / "doomed";
@@ -123,6 +133,7 @@ TEST(ExitCleanup, ASignalRunsEveryPendingActionAndTheProcessDiesOfIt) {
 // elsewhere (the verity bench's data file) keeps working until the process dies of the
 // signal - closing every descriptor made it fail with EBADF and abort.
 TEST(ExitCleanup, ASignalReleasesOnlyTheDescriptorsThatKeepItsMountBusy) {
+  SKIP_UNDER_TSAN();
   if (::geteuid() != 0) GTEST_SKIP() << "mounting a tmpfs needs root";
   const fs::path dir = scratch_dir();
   const fs::path mnt = dir / "mnt";
