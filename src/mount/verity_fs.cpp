@@ -58,10 +58,13 @@ struct open_file {
 };
 
 // One open: the descriptor of the source file (plain files read and write through it).
+// One open. A handle of a verity file holds its verified_file: its reads are verified
+// whatever happens to the inode's other opens.
 struct handle {
   fuse_ino_t ino;
   int fd;
   int flags;
+  std::shared_ptr<verified_file> verity;  // set for a verity file (or once enabled)
 };
 
 struct dir_listing {
@@ -277,8 +280,23 @@ int open_ino(filesystem& f, fuse_ino_t ino, const fs::path& p, fuse_file_info* f
   if (verity_file && writable(fi->flags)) return EPERM;  // as on a kernel fs-verity file
   const int fd = ::open(p.c_str(), (fi->flags & ~(O_CREAT | O_EXCL | O_NOCTTY)) | O_CLOEXEC);
   if (fd < 0) return errno;
-  std::shared_ptr<verified_file> opened;
-  if (verity_file && !f.verity_of(ino)) {
+  // The inode's verified_file is shared by its opens; the check for one and the count of
+  // this open are made under one lock, so a last release in between cannot leave this
+  // open without it.
+  std::shared_ptr<verified_file> opened, shared;
+  for (;;) {
+    {
+      std::lock_guard g(f.lock);
+      const auto it = f.files.find(ino);
+      const bool have = it != f.files.end() && it->second.verity;
+      if (!verity_file || have || opened) {
+        open_file& of = f.files[ino];
+        if (verity_file && !of.verity) of.verity = std::move(opened);
+        ++of.opens;
+        shared = of.verity;
+        break;
+      }
+    }
     try {  // outside the lock: it reads the tree
       opened = std::make_shared<verified_file>(p, *f.verify_wq, f.trust);
     } catch (const std::system_error& e) {
@@ -291,13 +309,7 @@ int open_ino(filesystem& f, fuse_ino_t ino, const fs::path& p, fuse_file_info* f
       return EIO;
     }
   }
-  {
-    std::lock_guard g(f.lock);
-    open_file& of = f.files[ino];
-    ++of.opens;
-    if (!of.verity) of.verity = std::move(opened);
-  }
-  fi->fh = reinterpret_cast<std::uint64_t>(new handle{ino, fd, fi->flags});
+  fi->fh = reinterpret_cast<std::uint64_t>(new handle{ino, fd, fi->flags, std::move(shared)});
   fi->keep_cache = verity_file;  // immutable content: the page cache holds verified pages
   return 0;
 }
@@ -342,6 +354,7 @@ void op_release(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   filesystem& f = fs_of(req);
   std::unique_ptr<handle> h(reinterpret_cast<handle*>(fi->fh));
   ::close(h->fd);
+  h->verity.reset();
   std::shared_ptr<verified_file> last;  // destroyed outside the lock
   {
     std::lock_guard g(f.lock);
@@ -358,7 +371,9 @@ void op_release(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
 void op_read(fuse_req_t req, fuse_ino_t ino, std::size_t size, off_t off, fuse_file_info* fi) {
   filesystem& f = fs_of(req);
   const auto* h = reinterpret_cast<const handle*>(fi->fh);
-  if (std::shared_ptr<verified_file> v = f.verity_of(ino)) {
+  // A verity file's handle holds it; a plain file enabled since it was opened reads
+  // verified from then on.
+  if (std::shared_ptr<verified_file> v = h->verity ? h->verity : f.verity_of(ino)) {
     // The reply comes from the verification work item. The kernel holds the file open
     // until this read is answered, so `v` outlives it without a reference here.
     v->read_async(
