@@ -416,7 +416,8 @@ TEST_F(VerityMount, SignalsUnmountAndMistakesAreExit2) {
   for (int sig : {SIGINT, SIGTERM}) {
     start();
     const int status = stop(sig);
-    EXPECT_TRUE(WIFEXITED(status) || WIFSIGNALED(status)) << status;
+    // libfuse's handler ends the session: a clean exit (under ASan, no leak either).
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status << ": " << daemon_log();
     EXPECT_FALSE(is_mounted(mnt_)) << "signal " << sig << " left the mount";
     EXPECT_TRUE(fs::is_empty(mnt_));
   }
