@@ -144,13 +144,19 @@ bool has_sidecar(const fs::path& p) {
 
 // ---- attributes and names -------------------------------------------------------------
 
-void reply_entry(fuse_req_t req, fuse_ino_t ino, const struct stat& st) {
+// A name's entry: its inode here and the source's attributes under it.
+fuse_entry_param entry_of(fuse_ino_t ino, const struct stat& st) {
   fuse_entry_param e{};
   e.ino = ino;
   e.attr = st;
   e.attr.st_ino = ino;
   e.attr_timeout = kTimeout;
   e.entry_timeout = kTimeout;
+  return e;
+}
+
+void reply_entry(fuse_req_t req, fuse_ino_t ino, const struct stat& st) {
+  const fuse_entry_param e = entry_of(ino, st);
   fuse_reply_entry(req, &e);
 }
 
@@ -341,12 +347,7 @@ void op_create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
     f.forget(ino, 1);
     return (void)fuse_reply_err(req, err);
   }
-  fuse_entry_param e{};
-  e.ino = ino;
-  e.attr = st;
-  e.attr.st_ino = ino;
-  e.attr_timeout = kTimeout;
-  e.entry_timeout = kTimeout;
+  const fuse_entry_param e = entry_of(ino, st);
   fuse_reply_create(req, &e, fi);
 }
 

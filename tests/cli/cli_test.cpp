@@ -20,27 +20,14 @@
 #include <string>
 #include <vector>
 
+#include "shell.hpp"
+
 namespace {
 
 namespace fs = std::filesystem;
 
-struct result {
-  int code;
-  std::string out;  // stdout and stderr
-};
-
-// Runs a shell command line; `out` holds what it printed.
-result run_shell(const std::string& cmd) {
-  FILE* p = ::popen(cmd.c_str(), "r");
-  result r{-1, {}};
-  if (!p) return r;
-  char buf[512];
-  while (std::fgets(buf, sizeof buf, p))
-    r.out += buf;
-  const int status = ::pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
+using result = quiesce::test::shell_result;
+using quiesce::test::run_shell;
 
 // Runs the CLI; `out` holds stdout and (unless stdout_only) stderr.
 result run(const std::string& args, bool stdout_only = false) {

@@ -31,6 +31,7 @@
 #include "quiesce/host/kworker_time.hpp"
 #include "quiesce/host/sysctl_override.hpp"
 #include "quiesce/thread.hpp"
+#include "shell.hpp"
 #include "wait.hpp"
 
 namespace quiesce::experiments {
@@ -199,12 +200,7 @@ child spawn(const std::vector<std::string>& args) {
   return c;
 }
 
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+using quiesce::test::slurp;
 
 TEST(KeygcKernelCli, ARunReportsBothPhasesAndLeavesNothingBehind) {
   SKIP_UNLESS_KEYRING_FITS(2000);

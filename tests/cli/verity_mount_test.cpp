@@ -25,34 +25,18 @@
 
 #include <nlohmann/json.hpp>
 
+#include "shell.hpp"
 #include "wait.hpp"
 
 namespace {
 
 namespace fs = std::filesystem;
 
-struct result {
-  int code;
-  std::string out;
-};
+using result = quiesce::test::shell_result;
+using quiesce::test::slurp;
 
 result shell(const std::string& cmd) {
-  FILE* p = ::popen((cmd + " 2>&1").c_str(), "r");
-  result r{-1, {}};
-  if (!p) return r;
-  char buf[512];
-  while (std::fgets(buf, sizeof buf, p))
-    r.out += buf;
-  const int status = ::pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
+  return quiesce::test::run_shell(cmd + " 2>&1");
 }
 
 void write_random(const fs::path& p, std::size_t size, unsigned seed) {
@@ -64,14 +48,7 @@ void write_random(const fs::path& p, std::size_t size, unsigned seed) {
 }
 
 bool is_mounted(const fs::path& dir) {
-  std::ifstream in("/proc/self/mountinfo");
-  std::string line;
-  while (std::getline(in, line)) {
-    std::istringstream f(line);
-    std::string id, parent, dev, root, point;
-    if (f >> id >> parent >> dev >> root >> point && point == dir.string()) return true;
-  }
-  return false;
+  return quiesce::test::is_mount_point(dir);
 }
 
 std::optional<std::string> fuse_unusable() {

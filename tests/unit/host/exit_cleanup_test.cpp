@@ -22,6 +22,8 @@
 #include <string>
 #include <thread>
 
+#include "shell.hpp"
+
 namespace fs = std::filesystem;
 using quiesce::host::exit_cleanup;
 
@@ -33,28 +35,9 @@ fs::path scratch_dir() {
   return tmpl;
 }
 
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 [[noreturn]] void child_fail(const char* what) {
   std::fprintf(stderr, "child: %s: %s\n", what, std::strerror(errno));
   std::_Exit(100);
-}
-
-// Whether `dir` is a mount point (per /proc/self/mountinfo's fifth field).
-bool is_mount_point(const fs::path& dir) {
-  std::ifstream in("/proc/self/mountinfo");
-  std::string line;
-  while (std::getline(in, line)) {
-    std::istringstream f(line);
-    std::string id, parent, dev, root, point;
-    if (f >> id >> parent >> dev >> root >> point && point == dir.string()) return true;
-  }
-  return false;
 }
 
 // Forks; the child runs `body` and, once it reports ready on a pipe, is sent `sig`.
@@ -122,7 +105,7 @@ TEST(ExitCleanup, ASignalRunsEveryPendingActionAndTheProcessDiesOfIt) {
     say_ready_and_wait(ready);
   });
   EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM) << "status " << status;
-  EXPECT_EQ(slurp(setting), "original");
+  EXPECT_EQ(quiesce::test::slurp(setting), "original");
   EXPECT_FALSE(fs::exists(doomed));
   fs::remove_all(dir);
 }
@@ -182,7 +165,7 @@ TEST(ExitCleanup, ASignalReleasesOnlyTheDescriptorsThatKeepItsMountBusy) {
     });
     EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGINT)
         << "round " << round << ": status " << status;
-    const bool left_mounted = is_mount_point(mnt);
+    const bool left_mounted = quiesce::test::is_mount_point(mnt);
     EXPECT_FALSE(left_mounted) << "round " << round << ": the tmpfs was left mounted";
     if (left_mounted) ::umount2(mnt.c_str(), MNT_DETACH);
     if (::testing::Test::HasFailure()) break;
