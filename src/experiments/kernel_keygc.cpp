@@ -51,14 +51,14 @@ auto on_cpu(int cpu, Fn fn) {
 
 // Polls /proc/key-users (1 ms apart, from whichever CPU this thread gets) until the user's
 // key count is at most `target`; returns when (CLOCK_MONOTONIC).
-std::uint64_t wait_reclaimed(std::uint64_t target) {
+std::uint64_t wait_reclaimed(std::uint64_t target, const char* phase) {
   const std::uint64_t deadline = now_ns() + kReclaimTimeoutNs;
   while (kernel_keys_of_user() > target) {
     if (now_ns() > deadline) {
       throw std::runtime_error(fmt::format(
-          "the kernel did not reclaim the keys within {} s ({} keys of this user remain, "
-          "expected {})",
-          kReclaimTimeoutNs / 1'000'000'000u, kernel_keys_of_user(), target));
+          "{} phase: the kernel did not reclaim the keys within {} s ({} keys of this user "
+          "remain, expected {})",
+          phase, kReclaimTimeoutNs / 1'000'000'000u, kernel_keys_of_user(), target));
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
@@ -140,8 +140,8 @@ std::string tag_for(int run, const char* phase) {
 // `reclaim_ns(garbage, began, gone_at)` - from what make_garbage returned, when it began
 // and when the keys were gone (CLOCK_MONOTONIC) - is the phase's reclaim time.
 template <typename Garbage, typename Reclaim>
-void run_phase(const kernel_keygc_config& cfg, const std::string& tag, cyclic_probe& probe,
-               workqueue_trace* trace, kernel_phase& out, Garbage make_garbage,
+void run_phase(const kernel_keygc_config& cfg, const char* phase, const std::string& tag,
+               cyclic_probe& probe, workqueue_trace* trace, kernel_phase& out, Garbage make_garbage,
                Reclaim reclaim_ns) {
   kernel_population pop({cfg.keys, cfg.per_keyring, 8, tag});
   const std::uint64_t target = kernel_keys_of_user() - cfg.keys;  // the keyrings stay
@@ -152,7 +152,7 @@ void run_phase(const kernel_keygc_config& cfg, const std::string& tag, cyclic_pr
   probe.begin_window();
   const std::uint64_t began = now_ns();
   const auto garbage = on_cpu(cfg.cpu, [&] { return make_garbage(pop); });
-  const std::uint64_t gone_at = wait_reclaimed(target);
+  const std::uint64_t gone_at = wait_reclaimed(target, phase);
   const std::uint64_t reclaimed_in = reclaim_ns(garbage, began, gone_at);
   const auto window = close_window(probe);
   stop_cyclictest(cyclic, cfg.cpu, out);
@@ -168,7 +168,7 @@ void run_phase(const kernel_keygc_config& cfg, const std::string& tag, cyclic_pr
 void run_unused(const kernel_keygc_config& cfg, int run, cyclic_probe& probe,
                 workqueue_trace* trace, kernel_phase& out) {
   run_phase(
-      cfg, tag_for(run, "u"), probe, trace, out,
+      cfg, "unused", tag_for(run, "u"), probe, trace, out,
       [](kernel_population& pop) {
         pop.clear_keyrings();
         return 0;
@@ -181,7 +181,7 @@ void run_unused(const kernel_keygc_config& cfg, int run, cyclic_probe& probe,
 void run_expired(const kernel_keygc_config& cfg, unsigned gc_delay, int run, cyclic_probe& probe,
                  workqueue_trace* trace, kernel_phase& out) {
   run_phase(
-      cfg, tag_for(run, "e"), probe, trace, out,
+      cfg, "expired", tag_for(run, "e"), probe, trace, out,
       [&](kernel_population& pop) { return pop.set_timeouts(cfg.timeout_s); },
       [&](std::int64_t last_expiry, std::uint64_t, std::uint64_t gone_at) -> std::uint64_t {
         // The kernel's expiry and gc_delay are whole wall-clock seconds: every key may be

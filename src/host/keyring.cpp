@@ -197,22 +197,30 @@ std::int64_t kernel_population::set_timeouts(unsigned seconds) {
   const key_serial_t thread_ring = keyctl_get_keyring_ID(KEY_SPEC_THREAD_KEYRING, 0);
   if (thread_ring < 0)
     kernel_refused(errno, "the thread keyring (call from the constructing thread)");
+  // Every key expires in the same wall-clock second: the kernel's collector then unlinks
+  // them all in one pass. Spread over several seconds, a pass over a large population can
+  // outlast the gap to the next expiry, and the kernel re-queues its collector without the
+  // flag that makes it unlink expired keys - they then stay (docs/keygc-kernel.md).
+  const std::int64_t expiry = static_cast<std::int64_t>(std::time(nullptr)) + seconds;
   std::int64_t latest = 0;
   std::size_t next = 0;
   for (key_serial_t r : rings_) {
     if (keyctl_link(r, thread_ring) != 0) kernel_refused(errno, fmt::format("keyctl_link({})", r));
     const std::size_t end = std::min(next + shape_.per_keyring, keys_.size());
     for (; next < end; ++next) {
-      if (keyctl_set_timeout(keys_[next], seconds) != 0) {
+      const std::int64_t now = std::time(nullptr);
+      const auto left = static_cast<unsigned>(expiry > now ? expiry - now : 1);
+      if (keyctl_set_timeout(keys_[next], left) != 0) {
         const int err = errno;
         keyctl_unlink(r, thread_ring);
         kernel_refused(err, fmt::format("keyctl_set_timeout({})", keys_[next]));
       }
-      latest = std::max<std::int64_t>(latest, std::time(nullptr));  // >= the kernel's "now"
+      // The kernel's "now" may have ticked past ours: its expiry is at most one later.
+      latest = std::max<std::int64_t>(latest, std::time(nullptr) + left);
     }
     keyctl_unlink(r, thread_ring);
   }
-  return latest + seconds;
+  return latest;
 }
 
 std::uint64_t kernel_keys_of_user() {

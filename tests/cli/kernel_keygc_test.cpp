@@ -140,6 +140,33 @@ TEST(KernelPopulation, ClearAndTimeoutsReachEveryKey) {
   }));
 }
 
+// Every key of the expired phase expires in the same second (so the kernel's collector
+// unlinks them in one pass): /proc/keys shows their time left within one second.
+TEST(KernelPopulation, EveryKeyExpiresInTheSameSecond) {
+  SKIP_UNLESS_KEYRING_FITS(1000);
+  const std::string tag = "same" + std::to_string(::getpid());
+  kernel_population pop({1000, 100, 8, tag});
+  const std::int64_t expiry = pop.set_timeouts(50);
+  EXPECT_LE(expiry, static_cast<std::int64_t>(std::time(nullptr)) + 51);
+  long least = 1 << 30, most = -1;
+  for (const std::string& line : proc_keys_matching("qk." + tag + ".")) {
+    std::istringstream f(line);
+    std::string serial, flags, usage, timeout;
+    ASSERT_TRUE(f >> serial >> flags >> usage >> timeout) << line;
+    if (timeout == "perm") continue;  // a keyring
+    ASSERT_EQ(timeout.back(), 's') << line;
+    const long left = std::stol(timeout);
+    least = std::min(least, left);
+    most = std::max(most, left);
+  }
+  ASSERT_GE(most, 0) << "no key with a timeout";
+  EXPECT_LE(most - least, 1) << "keys expire " << least << " to " << most << " s from now";
+  pop.clear_keyrings();
+  EXPECT_TRUE(test::eventually([&] {
+    return proc_keys_matching("qk." + tag + ".").size() == 10;  // the keyrings stay
+  }));
+}
+
 TEST(Kworkers, NamesMapToTheirCpu) {
   EXPECT_EQ(kworker_cpu("kworker/1:2"), 1);
   EXPECT_EQ(kworker_cpu("kworker/0:1H-kblockd"), 0);

@@ -20,9 +20,10 @@ struct kernel_keygc_config {
   // The expired phase runs only with a gc_delay override: the kernel reclaims expired keys
   // gc_delay seconds after they expire (300 s by default).
   std::optional<unsigned> set_gc_delay;
-  // Expired phase: every key's timeout, in seconds; 0 picks 2 + keys / 50,000, long enough
-  // that every timeout is set before the first key expires (set_timeout slows ~50x while
-  // the collector works on expired keys of the same keyrings, measured on 6.18).
+  // Expired phase: every key expires in the same wall-clock second, this many seconds after
+  // the phase begins; 0 picks 2 + keys / 50,000, long enough that every timeout is set
+  // before then (set_timeout slows ~50x while the collector works on expired keys of the
+  // same keyrings, measured on 6.18).
   unsigned timeout_s = 0;
   int probe_priority = 1;  // the cyclictest-style probe: SCHED_FIFO priority, 0 = SCHED_OTHER
   // Record every execution of key_garbage_collector from the kernel's workqueue tracepoints

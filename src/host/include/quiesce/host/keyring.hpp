@@ -83,9 +83,11 @@ class kernel_population {
   // Phase "unused": clears every keyring of the population, so each key loses its last
   // reference. The keyrings themselves stay.
   void clear_keyrings();
-  // Phase "expired": sets a timeout of `seconds` on every key. Call it from the thread that
-  // constructed the population (it made that thread's keyring, which this uses). Returns the latest
-  // expiry the kernel recorded (CLOCK_REALTIME seconds: the kernel's expiry is wall-clock seconds).
+  // Phase "expired": gives every key the same expiry, `seconds` from now (each key's timeout
+  // is what is left of them when it is set; at least 1). Call it from the thread that
+  // constructed the population (it made that thread's keyring, which this uses). Returns the
+  // latest expiry the kernel may have recorded (CLOCK_REALTIME seconds: the kernel's expiry
+  // is wall-clock seconds).
   std::int64_t set_timeouts(unsigned seconds);
 
  private:
