@@ -22,11 +22,11 @@ inline constexpr std::chrono::seconds generous{60};
 // A one-shot event: open() once, wait() until opened.
 class gate {
  public:
+  // Notifies under the lock: the waiter may destroy the gate as soon as wait() returns,
+  // and wait() cannot return before the lock is released.
   void open() {
-    {
-      std::lock_guard guard(lock_);
-      open_ = true;
-    }
+    std::lock_guard guard(lock_);
+    open_ = true;
     cv_.notify_all();
   }
   // True once open; false (with a test failure) if the deadline passed.
