@@ -1,8 +1,12 @@
-// Salted block hashing with libcrypto, shared by the tree builder and the verifier, and
-// the test seam that makes one libcrypto call fail. Not installed.
+// Salted block hashing, shared by the tree builder and the verifier: one block with
+// libcrypto, or many at once - SHA-256 through the multi-buffer kernels (sha256_mb.hpp)
+// when the start-up calibration found one faster than libcrypto - and the test seam that
+// makes one libcrypto call fail. Not installed.
 //
 // Fail closed: every libcrypto call's result is checked; a hash that could not be computed
 // is reported (hash() returns false, the constructor throws) and its output is never used.
+// The kernels are computation only and cannot fail; while the fault hook is set, batches
+// go through libcrypto so that the faults reach them.
 #pragma once
 
 #include <openssl/crypto.h>
@@ -16,6 +20,7 @@
 #include <vector>
 
 #include "mutant.hpp"
+#include "sha256_mb.hpp"
 #include "quiesce/verity.hpp"
 
 namespace quiesce::verity::detail {
@@ -60,7 +65,11 @@ class block_hasher {
   // Throws std::runtime_error naming libcrypto if the digest cannot be set up (no such
   // algorithm, no memory, a failed call).
   explicit block_hasher(const params& p)
-      : md_((init_crypto(), md_of(p.alg))), base_(EVP_MD_CTX_new()), work_(EVP_MD_CTX_new()) {
+      : md_((init_crypto(), md_of(p.alg))),
+        base_(EVP_MD_CTX_new()),
+        work_(EVP_MD_CTX_new()),
+        block_size_(p.block_size),
+        digest_size_(digest_size(p.alg)) {
     if (!md_ || !base_ || !work_ ||
         !evp_ok(evp_call::init, [&] { return EVP_DigestInit_ex(base_.get(), md_, nullptr); })) {
       throw std::runtime_error(std::string("libcrypto: cannot initialise a ") + to_string(p.alg) +
@@ -75,6 +84,10 @@ class block_hasher {
                   [&] { return EVP_DigestUpdate(base_.get(), padded.data(), padded.size()); })) {
         throw std::runtime_error("libcrypto: cannot hash the salt");
       }
+    }
+    if (p.alg == hash_alg::sha256 && p.block_size % 64 == 0) {
+      kernel_ = sha256::calibrated().chosen;
+      prefix_ = sha256::absorb_padded(p.salt.data(), p.salt.size());
     }
   }
   // Writes H(padded salt || block) to `out` (the digest size). False if any libcrypto call
@@ -92,10 +105,26 @@ class block_hasher {
     if (!ok) std::memset(out, 0, d);
     return ok;
   }
+  // Writes the hash of each of `n` blocks (block_size bytes at blocks[i]) to out + i *
+  // digest size. Returns n, or the index of the first block whose hash failed: then no
+  // output from that one on may be used.
+  [[nodiscard]] std::size_t hash_many(const std::uint8_t* const* blocks, std::size_t n,
+                                      std::uint8_t* out) {
+    if (kernel_ && !evp_fault_hook.load(std::memory_order_relaxed)) {
+      sha256::hash_many(prefix_, blocks, n, block_size_, out, kernel_);
+      return n;
+    }
+    for (std::size_t i = 0; i < n; ++i)
+      if (!hash(blocks[i], block_size_, out + i * digest_size_)) return i;
+    return n;
+  }
 
  private:
   const EVP_MD* md_;
   ctx_ptr base_, work_;
+  std::size_t block_size_, digest_size_;
+  const sha256::variant* kernel_ = nullptr;  // the batches' kernel; nullptr: libcrypto
+  sha256::prefix_state prefix_{};            // the padded salt, absorbed (kernel_ only)
 };
 
 }  // namespace quiesce::verity::detail

@@ -69,6 +69,21 @@ namespace {
   throw std::system_error(EIO, std::generic_category(), "libcrypto: a hash failed");
 }
 
+// Hashes `count` consecutive blocks at `first` into `out` (consecutive digests), in
+// batches for the multi-buffer kernels. False if a hash failed.
+bool hash_blocks(block_hasher& hasher, const std::uint8_t* first, std::uint64_t count,
+                 std::size_t block_size, std::size_t digest, std::uint8_t* out) {
+  constexpr std::size_t batch = 64;
+  const std::uint8_t* blocks[batch];
+  for (std::uint64_t b = 0; b < count; b += batch) {
+    const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(batch, count - b));
+    for (std::size_t i = 0; i < n; ++i)
+      blocks[i] = first + (b + i) * block_size;
+    if (hasher.hash_many(blocks, n, out + b * digest) != n) return false;
+  }
+  return true;
+}
+
 // Builds the levels above level 0 (given its hashes) and fills the tree.
 void finish_tree(merkle_tree& t, std::vector<std::uint8_t> hashes, std::uint64_t blocks) {
   const params& p = t.p;
@@ -89,9 +104,7 @@ void finish_tree(merkle_tree& t, std::vector<std::uint8_t> hashes, std::uint64_t
     std::uint8_t* const at = t.tree.data() + level.offset;
     std::copy(hashes.begin(), hashes.begin() + static_cast<std::ptrdiff_t>(count * d), at);
     std::vector<std::uint8_t> next(level.blocks * d);
-    for (std::uint64_t b = 0; b < level.blocks; ++b) {
-      if (!hasher.hash(at + b * p.block_size, p.block_size, &next[b * d])) hash_failed();
-    }
+    if (!hash_blocks(hasher, at, level.blocks, p.block_size, d, next.data())) hash_failed();
     hashes = std::move(next);
     count = level.blocks;
   }
@@ -114,9 +127,7 @@ int hash_range(int fd, const params& p, std::uint64_t size, std::uint64_t first,
     if (const int err = detail::pread_exact(fd, buf.data(), want, offset)) return err;
     std::fill(buf.begin() + static_cast<std::ptrdiff_t>(want),
               buf.begin() + static_cast<std::ptrdiff_t>(n * p.block_size), 0);
-    for (std::uint64_t i = 0; i < n; ++i) {
-      if (!hasher.hash(&buf[i * p.block_size], p.block_size, out + (b + i - first) * d)) return EIO;
-    }
+    if (!hash_blocks(hasher, buf.data(), n, p.block_size, d, out + (b - first) * d)) return EIO;
     b += n;
   }
   return 0;
@@ -133,17 +144,12 @@ merkle_tree build_tree(const std::uint8_t* data, std::size_t size, const params&
   const std::uint64_t blocks = (size + p.block_size - 1) / p.block_size;
   std::vector<std::uint8_t> hashes(blocks * d);
   block_hasher hasher(p);
-  std::vector<std::uint8_t> last(p.block_size, 0);
-  for (std::uint64_t b = 0; b < blocks; ++b) {
-    const std::size_t offset = b * p.block_size;
-    bool ok;
-    if (offset + p.block_size <= size) {
-      ok = hasher.hash(data + offset, p.block_size, &hashes[b * d]);
-    } else {
-      std::copy(data + offset, data + size, last.begin());
-      ok = hasher.hash(last.data(), p.block_size, &hashes[b * d]);
-    }
-    if (!ok) hash_failed();
+  const std::uint64_t whole = size / p.block_size;  // the rest, if any, zero-padded
+  if (!hash_blocks(hasher, data, whole, p.block_size, d, hashes.data())) hash_failed();
+  if (whole < blocks) {
+    std::vector<std::uint8_t> last(p.block_size, 0);
+    std::copy(data + whole * p.block_size, data + size, last.begin());
+    if (!hasher.hash(last.data(), p.block_size, &hashes[whole * d])) hash_failed();
   }
   finish_tree(t, std::move(hashes), blocks);
   return t;

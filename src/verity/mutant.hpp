@@ -29,4 +29,14 @@ inline constexpr bool verity_own_queue_read = true;  // is not refused (it deadl
 #else
 inline constexpr bool verity_own_queue_read = false;
 #endif
+#ifdef QUIESCE_MUTANT_VERITY_MB_LENGTH_UNSALTED  // the multi-buffer padding's length leaves
+inline constexpr bool verity_mb_length_unsalted = true;  // out the salt
+#else
+inline constexpr bool verity_mb_length_unsalted = false;
+#endif
+#ifdef QUIESCE_MUTANT_VERITY_BATCH_SHARED_UNCHECKED  // a batched read compares only the first
+inline constexpr bool verity_batch_shared_unchecked = true;  // entry of each hash block
+#else
+inline constexpr bool verity_batch_shared_unchecked = false;
+#endif
 }  // namespace quiesce::verity::mutant
