@@ -4,7 +4,11 @@
 // Run: build/release/bin/bench_verity (or ./quiesce bench).
 //
 //  - BM_openssl_sha256: EVP_Digest() of one 4 KiB buffer per call - the baseline.
-//  - BM_block_hasher: the salted block hasher the tree builder and the verifier use.
+//  - BM_block_hasher: the salted block hasher, one block per call (OpenSSL).
+//  - BM_sha256_kernel/<kernel>: each multi-buffer SHA-256 kernel alone, 64 blocks a call.
+//  - BM_build_tree: a 64 MiB Merkle tree in memory with the SHA-256 chosen at start-up
+//    (label; QUIESCE_SHA256=<kernel|openssl> forces one): bytes_per_second against the
+//    counter sha256_MBps, OpenSSL's single stream measured in the same run.
 //  - BM_verified_sequential/<bio KiB>: a 64 MiB file (page cache) read start to end through
 //    verified_file, verification on a bound high-priority queue (the kernel's
 //    fsverity_read_queue since the patch). Counters: bytes_per_second end to end (reader's
@@ -86,6 +90,44 @@ void BM_block_hasher(benchmark::State& state) {
 }
 BENCHMARK(BM_block_hasher)->ArgName("salted")->Arg(0)->Arg(1);
 
+// One multi-buffer SHA-256 kernel (sha256_mb.hpp) alone: 64 blocks of 4 KiB per call
+// batch, as the tree builder hands them over. A kernel this CPU cannot run is skipped.
+void BM_sha256_kernel(benchmark::State& state, const std::string& name) {
+  namespace sha = verity::detail::sha256;
+  const sha::variant* v = sha::find_variant(name);
+  if (!v || !v->runs_here) {
+    state.SkipWithError(v ? (name + ": this CPU lacks " + v->needs).c_str() : "no such kernel");
+    return;
+  }
+  constexpr std::size_t n = 64;
+  const auto data = random_bytes(n * kBlock);
+  std::vector<const std::uint8_t*> msgs(n);
+  for (std::size_t i = 0; i < n; ++i)
+    msgs[i] = &data[i * kBlock];
+  std::vector<std::uint8_t> out(32 * n);
+  const sha::prefix_state start = sha::absorb_padded(nullptr, 0);
+  for (auto _ : state) {
+    sha::hash_many(start, msgs.data(), n, kBlock, out.data(), v);
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * n * kBlock));
+}
+
+// A Merkle tree of 64 MiB in memory (4 KiB blocks, SHA-256): what `verity digest` does per
+// core, with the SHA-256 this process chose (QUIESCE_SHA256 forces one). pct_of_sha256:
+// against OpenSSL's single stream over the same blocks, measured in the benchmark.
+void BM_build_tree(benchmark::State& state) {
+  static const auto data = random_bytes(64u << 20);
+  for (auto _ : state) {
+    const verity::merkle_tree t = verity::build_tree(data.data(), data.size(), verity::params{});
+    benchmark::DoNotOptimize(t.root_hash.data());
+  }
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * data.size()));
+  state.counters["sha256_MBps"] = openssl_sha256_rate(200'000'000) / 1e6;
+  state.SetLabel(verity::sha256_hashing().chosen);
+}
+BENCHMARK(BM_build_tree)->Unit(benchmark::kMillisecond)->UseRealTime();
+
 // A 64 MiB file and its sidecar in the temp directory, made once.
 struct test_file {
   fs::path path = fs::temp_directory_path() / "quiesce_bench_verity.bin";
@@ -140,4 +182,14 @@ BENCHMARK(BM_verified_sequential)
 
 }  // namespace
 
-BENCHMARK_MAIN();
+int main(int argc, char** argv) {
+  for (const auto& v : verity::detail::sha256::variants()) {
+    benchmark::RegisterBenchmark(("BM_sha256_kernel/" + std::string(v.name)).c_str(),
+                                 BM_sha256_kernel, std::string(v.name));
+  }
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

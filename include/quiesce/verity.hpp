@@ -78,6 +78,26 @@ const char* to_string(hash_alg alg) noexcept;  // "sha256" or "sha512"
 // "sha256" or "sha512", or its number "1" or "2" (as fsverity-utils accepts); throws
 // std::invalid_argument naming the text.
 hash_alg parse_hash_alg(std::string_view text);
+
+// How SHA-256 blocks are hashed here. Tree building and verified reads hash many blocks
+// of one size at once; quiesce has multi-buffer kernels for that (SHA-NI with one, two or
+// four messages interleaved, AVX2 with eight, AVX-512 with sixteen, and a portable one),
+// and at first use measures each one this CPU runs, and OpenSSL's single-stream SHA-256,
+// on 4 KiB blocks, and uses the fastest - OpenSSL itself when no kernel beats it. SHA-512
+// always uses OpenSSL. QUIESCE_SHA256=<name> in the environment forces a choice.
+struct sha256_choice {
+  struct row {
+    std::string name;  // "openssl", "scalar-x1", "shani-x2", "avx512-x16", ...
+    unsigned lanes = 1;  // messages per call
+    double mb_per_s = 0;  // measured at start-up; 0 when this CPU cannot run it
+    std::string not_here;  // why not ("needs AVX2"), or empty
+  };
+  std::vector<row> rows;  // "openssl" first
+  std::string chosen;     // a row's name
+  std::string why;        // "the fastest of 5 measured", "QUIESCE_SHA256=shani-x2", ...
+};
+// Thread-safe; measured once per process (a few milliseconds), then the same answer.
+const sha256_choice& sha256_hashing();
 // fs-verity's largest block size here: the largest power of two that fsverity-utils takes
 // (its options are ints), and that fits the descriptor's u32 sizes.
 inline constexpr std::size_t max_block_size = std::size_t{1} << 30;

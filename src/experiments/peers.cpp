@@ -19,6 +19,7 @@
 #include "quiesce/clock.hpp"
 #include "quiesce/experiments/spread.hpp"
 #include "quiesce/file_io.hpp"
+#include "quiesce/verity.hpp"
 
 extern char** environ;
 
@@ -48,6 +49,13 @@ double peer_row::ratio() const {
   const double theirs = best_peer().median();
   if (ours_m <= 0 || theirs <= 0) return 0;
   return direction == better::higher ? ours_m / theirs : theirs / ours_m;
+}
+
+double hashing_row::tree_ratio() const {
+  return openssl.median() > 0 ? tree.median() / openssl.median() : 0;
+}
+double hashing_row::verify_ratio() const {
+  return openssl.median() > 0 ? verify.median() / openssl.median() : 0;
 }
 
 namespace {
@@ -199,7 +207,7 @@ std::string tail_of(const fs::path& file, std::size_t bytes) {
 // Runs `program` from `dir` with JSON output to a file, its console output to a log;
 // returns its runs. `filter` is a Google Benchmark regex.
 runs run_benchmark(const fs::path& dir, const std::string& program, const std::string& filter,
-                   int repetitions) {
+                   int repetitions, const std::string& sha256 = "") {
   const fs::path exe = dir / program;
   if (!fs::exists(exe)) {
     throw std::runtime_error(fmt::format(
@@ -231,7 +239,18 @@ runs run_benchmark(const fs::path& dir, const std::string& program, const std::s
                                    O_WRONLY | O_CREAT | O_TRUNC, 0644);
   posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
   pid_t pid = 0;
-  const int rc = ::posix_spawn(&pid, exe.c_str(), &actions, nullptr, argv.data(), environ);
+  // This environment, with QUIESCE_SHA256 set to `sha256` if given (bench_verity's choice).
+  std::vector<std::string> env_strings;
+  for (char** e = environ; *e; ++e) {
+    if (sha256.empty() || std::string_view(*e).rfind("QUIESCE_SHA256=", 0) != 0)
+      env_strings.emplace_back(*e);
+  }
+  if (!sha256.empty()) env_strings.push_back("QUIESCE_SHA256=" + sha256);
+  std::vector<char*> envp;
+  for (auto& e : env_strings)
+    envp.push_back(e.data());
+  envp.push_back(nullptr);
+  const int rc = ::posix_spawn(&pid, exe.c_str(), &actions, nullptr, argv.data(), envp.data());
   posix_spawn_file_actions_destroy(&actions);
   if (rc != 0) {
     fs::remove_all(tmp);
@@ -326,6 +345,43 @@ nlohmann::json set_json(const sample_set& s) {
           {"max", s.max()}};
 }
 
+// The hashing table: bench_verity once per SHA-256 implementation this CPU runs.
+void run_hashing(const fs::path& dir, int repetitions, peers_result& result) {
+  const verity::sha256_choice& choice = verity::sha256_hashing();
+  result.sha256_chosen = fmt::format("{} ({})", choice.chosen, choice.why);
+  if (!fs::exists(dir / "bench_verity")) {
+    result.hashing_skipped =
+        fmt::format("bench_verity is not built in {} (the release preset builds it)", dir.string());
+    return;
+  }
+  for (const verity::sha256_choice::row& row : choice.rows) {
+    if (row.mb_per_s <= 0) {
+      result.sha256_not_here.push_back(fmt::format("{} ({})", row.name, row.not_here));
+      continue;
+    }
+    fmt::print(stderr, "quiesce bench peers: running bench_verity with SHA-256 {}...\n",
+               row.name);
+    const std::string alone =
+        row.name == "openssl" ? "BM_openssl_sha256" : "BM_sha256_kernel/" + row.name;
+    std::map<std::string, runs> by_program;
+    by_program["bench_verity"] = run_benchmark(
+        dir, "bench_verity",
+        "^(BM_build_tree|BM_verified_sequential/bio_kib:1024|" + alone + ")(/|$)", repetitions,
+        row.name);
+    auto verity_source = [](const std::string& benchmark) {
+      return source{"quiesce", "bench_verity", benchmark};
+    };
+    result.hashing.push_back(
+        {.sha256 = row.name,
+         .lanes = row.lanes,
+         .alone = samples(by_program, verity_source(alone), "bytes_per_second", 1e-6),
+         .tree = samples(by_program, verity_source("BM_build_tree"), "bytes_per_second", 1e-6),
+         .verify = samples(by_program, verity_source("BM_verified_sequential/bio_kib:1024"),
+                           "worker_MBps", 1.0),
+         .openssl = samples(by_program, verity_source("BM_build_tree"), "sha256_MBps", 1.0)});
+  }
+}
+
 }  // namespace
 
 std::string peers_unavailable(const peers_options& options) {
@@ -379,6 +435,7 @@ peers_result run_peers(const peers_options& options) {
                                samples(by_program, s, "max_us", 1.0)});
     }
   }
+  run_hashing(dir, options.repetitions, result);
   result.seconds = static_cast<double>(now_ns() - started) / 1e9;
   return result;
 }
@@ -409,8 +466,23 @@ nlohmann::json to_json(const peers_result& r) {
                       {"p99_us", set_json(b.p99)},
                       {"max_us", set_json(b.max)}});
   }
+  nlohmann::json hashing = nlohmann::json::array();
+  for (const hashing_row& h : r.hashing) {
+    hashing.push_back({{"sha256", h.sha256},
+                       {"lanes", h.lanes},
+                       {"alone_MBps", set_json(h.alone)},
+                       {"tree_MBps", set_json(h.tree)},
+                       {"verify_MBps", set_json(h.verify)},
+                       {"openssl_MBps", set_json(h.openssl)},
+                       {"tree_ratio", h.tree_ratio()},
+                       {"verify_ratio", h.verify_ratio()}});
+  }
   return {{"repetitions", r.repetitions},
           {"rows", rows},
+          {"hashing", hashing},
+          {"sha256_chosen", r.sha256_chosen},
+          {"sha256_not_here", r.sha256_not_here},
+          {"hashing_skipped", r.hashing_skipped},
           {"scaling", scaling},
           {"bursts", bursts},
           {"seconds", r.seconds}};
@@ -450,6 +522,30 @@ std::string peers_markdown(const peers_result& r) {
     for (const burst_row& b : r.bursts) {
       md += fmt::format("| {} | {} | {} | {} |\n", b.queued, fmt_set(b.p50), fmt_set(b.p99),
                         fmt_set(b.max));
+    }
+  }
+  if (!r.hashing_skipped.empty()) {
+    md += fmt::format("\nfs-verity hashing per SHA-256 implementation: not measured ({}).\n",
+                      r.hashing_skipped);
+  } else if (!r.hashing.empty()) {
+    md += fmt::format(
+        "\nfs-verity hashing on one core, per SHA-256 implementation (bench_verity, 4 KiB "
+        "blocks, MB/s): alone, a 64 MiB Merkle tree built in memory, and a verification "
+        "worker's throughput on sequential 1 MiB reads, each against OpenSSL's single-stream "
+        "SHA-256 measured in the same process. This machine uses {}.\n\n"
+        "| SHA-256 | messages per call | alone | tree build | x OpenSSL | verification | x OpenSSL "
+        "|\n|---|---|---|---|---|---|---|\n",
+        r.sha256_chosen);
+    for (const hashing_row& h : r.hashing) {
+      md += fmt::format("| {} | {} | {} | {} | {:.2f}x | {} | {:.2f}x |\n", h.sha256, h.lanes,
+                        fmt_set(h.alone), fmt_set(h.tree), h.tree_ratio(), fmt_set(h.verify),
+                        h.verify_ratio());
+    }
+    if (!r.sha256_not_here.empty()) {
+      std::string absent;
+      for (const std::string& a : r.sha256_not_here)
+        absent += (absent.empty() ? "" : ", ") + a;
+      md += fmt::format("\nNot measured, this CPU cannot run them: {}.\n", absent);
     }
   }
   md += fmt::format("\nMeasured in {:.0f} s.\n", r.seconds);

@@ -255,3 +255,20 @@ void hash_many(const prefix_state& prefix, const std::uint8_t* const* msgs, std:
 }
 
 }  // namespace quiesce::verity::detail::sha256
+
+namespace quiesce::verity {
+
+const sha256_choice& sha256_hashing() {
+  static const sha256_choice c = [] {
+    const detail::sha256::calibration& cal = detail::sha256::calibrated();
+    sha256_choice out;
+    for (const auto& r : cal.rows)
+      out.rows.push_back({r.name, r.lanes, r.mb_per_s, r.not_here});
+    out.chosen = cal.chosen ? cal.chosen->name : "openssl";
+    out.why = cal.why;
+    return out;
+  }();
+  return c;
+}
+
+}  // namespace quiesce::verity

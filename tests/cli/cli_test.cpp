@@ -98,6 +98,18 @@ TEST_F(Cli, BenchPeersMeasuresEveryRowOrNamesWhatIsMissing) {
     EXPECT_GT(row["ratio"].get<double>(), 0.0) << row["metric"];
   }
   EXPECT_TRUE(j["scaling"].empty());  // --quick: the ratio table only
+  // The SHA-256 table: every implementation this CPU runs, OpenSSL first, each measured.
+  if (!fs::exists(bin / "bench_verity")) {
+    EXPECT_NE(j["hashing_skipped"].get<std::string>().find("bench_verity"), std::string::npos);
+    return;
+  }
+  ASSERT_FALSE(j["hashing"].empty());
+  EXPECT_EQ(j["hashing"][0]["sha256"], "openssl");
+  EXPECT_FALSE(j["sha256_chosen"].get<std::string>().empty());
+  for (const auto& h : j["hashing"]) {
+    for (const char* k : {"alone_MBps", "tree_MBps", "verify_MBps", "openssl_MBps"})
+      EXPECT_GT(h[k]["median"].get<double>(), 0.0) << h["sha256"] << " " << k;
+  }
 }
 
 TEST_F(Cli, VerityDigestMatchesFsverityLineForLine) {

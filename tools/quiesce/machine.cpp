@@ -11,6 +11,7 @@
 #include "quiesce/schedstat.hpp"
 #include "quiesce/thread.hpp"
 #include "quiesce/topology.hpp"
+#include "quiesce/verity.hpp"
 
 namespace quiesce::cli {
 
@@ -76,6 +77,13 @@ nlohmann::json machine_facts() {
   const double sched_ns = schedstat_cost_ns();
   facts["schedstat"] = sched_ns < 0 ? nlohmann::json("unavailable") : nlohmann::json(sched_ns);
   facts["may_raise_priority"] = may_raise_priority();
+  const verity::sha256_choice& sha = verity::sha256_hashing();
+  nlohmann::json rows = nlohmann::json::array();
+  for (const auto& r : sha.rows) {
+    rows.push_back(
+        {{"name", r.name}, {"lanes", r.lanes}, {"mb_per_s", r.mb_per_s}, {"not_here", r.not_here}});
+  }
+  facts["sha256"] = {{"chosen", sha.chosen}, {"why", sha.why}, {"variants", rows}};
   return facts;
 }
 
@@ -107,6 +115,23 @@ std::string machine_markdown(const nlohmann::json& f) {
   }
   md += fmt::format("- threads may raise priority (nice -20): {}\n",
                     f["may_raise_priority"].get<bool>() ? "yes" : "no");
+  if (f.contains("sha256")) {
+    const nlohmann::json& sha = f["sha256"];
+    std::string speeds, absent;
+    for (const auto& r : sha["variants"]) {
+      const std::string name = r["name"].get<std::string>();
+      if (r["mb_per_s"].get<double>() > 0) {
+        speeds += fmt::format("{}{} {:.0f}", speeds.empty() ? "" : ", ", name,
+                              r["mb_per_s"].get<double>());
+      } else {
+        absent += fmt::format("{}{} ({})", absent.empty() ? "" : ", ", name,
+                              r["not_here"].get<std::string>());
+      }
+    }
+    md += fmt::format("- SHA-256 for fs-verity blocks: {} ({}); MB/s per core on 4 KiB: {}\n",
+                      sha["chosen"].get<std::string>(), sha["why"].get<std::string>(), speeds);
+    if (!absent.empty()) md += fmt::format("- SHA-256 kernels this CPU cannot run: {}\n", absent);
+  }
   return md;
 }
 

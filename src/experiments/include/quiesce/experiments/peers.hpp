@@ -1,6 +1,7 @@
 // The runtime-vs-peers comparison (`quiesce bench peers`, and the report's section): runs
 // the Google Benchmark programs built beside the CLI (bench_wq against oneTBB, Boost.Asio
-// and a mutex+condvar pool; bench_rcu against liburcu memb and qsbr) with repetitions,
+// and a mutex+condvar pool; bench_rcu against liburcu memb and qsbr; bench_verity's SHA-256
+// implementations against OpenSSL) with repetitions,
 // reads their JSON output, and compares quiesce with each peer per metric - medians, the
 // spread of the repetitions, and the ratio to the best peer - plus how quiesce's own cost
 // grows with the amount of work. Results are typed; Markdown and JSON are renderings.
@@ -56,11 +57,29 @@ struct burst_row {
   sample_set p50, p99, max;  // us
 };
 
+// fs-verity hashing on one core with one SHA-256 implementation (bench_verity, run once per
+// implementation with QUIESCE_SHA256 set), against OpenSSL's single stream measured in the
+// same run. MB/s of data hashed.
+struct hashing_row {
+  std::string sha256;  // "openssl", "shani-x2", "avx512-x16", ...
+  unsigned lanes = 1;
+  sample_set alone;    // the implementation alone on 4 KiB blocks
+  sample_set tree;     // a 64 MiB Merkle tree built in memory
+  sample_set verify;   // a verification worker's throughput (sequential 1 MiB reads)
+  sample_set openssl;  // OpenSSL's SHA-256 of 4 KiB buffers, in the same process
+  double tree_ratio() const;    // tree / openssl (medians)
+  double verify_ratio() const;  // verify / openssl
+};
+
 struct peers_result {
   int repetitions = 0;
   std::vector<peer_row> rows;
   std::vector<scaling_row> scaling;  // empty when not asked for
   std::vector<burst_row> bursts;     // empty when not asked for
+  std::vector<hashing_row> hashing;  // every SHA-256 implementation this CPU runs
+  std::string sha256_chosen;         // what this machine uses, and why
+  std::vector<std::string> sha256_not_here;  // "avx512-x16 (needs AVX-512F and BW)"
+  std::string hashing_skipped;       // why there is no hashing table, or empty
   double seconds = 0;                // wall time of the whole run
 };
 
