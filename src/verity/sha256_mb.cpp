@@ -157,7 +157,7 @@ calibration measure() {
       c.chosen = v;
       c.why = fmt::format("QUIESCE_SHA256={}", want);
     } else {
-      c.why += fmt::format(" (QUIESCE_SHA256={} ignored: {})", want,
+      c.why += fmt::format("; QUIESCE_SHA256={} ignored: {}", want,
                            v ? fmt::format("this CPU lacks {}", v->needs) : "no such variant");
     }
   }

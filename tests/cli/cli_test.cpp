@@ -124,6 +124,50 @@ TEST_F(Cli, VerityDigestMatchesFsverityLineForLine) {
   EXPECT_EQ(ours.out, std::string(buf));
 }
 
+// Every SHA-256 implementation `quiesce info` says this CPU runs, forced with
+// QUIESCE_SHA256, gives fsverity-utils' digests (a 100,000-byte file, 1 KiB and 4 KiB
+// blocks, salted, and a 10 MiB file: level 0 hashed in parallel); a name it does not know
+// is ignored and said so.
+TEST_F(Cli, VerityDigestIsTheSameWithEverySha256Implementation) {
+  const result info = run("info --json", /*stdout_only=*/true);
+  ASSERT_EQ(info.code, 0) << info.out;
+  const nlohmann::json facts = nlohmann::json::parse(info.out);
+  const fs::path big = dir_ / "big";
+  {
+    std::ofstream out(big, std::ios::binary);
+    for (int i = 0; i < 10 << 20; ++i)
+      out.put(static_cast<char>(i * 31 + (i >> 12)));
+  }
+  const std::vector<std::string> cases = {file_.string(),
+                                          file_.string() + " --block-size 1024 --salt 0a0b0c",
+                                          big.string()};
+  std::vector<std::string> want;
+  for (const std::string& c : cases) {
+    FILE* p = ::popen(("fsverity digest " + c + " 2>&1").c_str(), "r");
+    ASSERT_NE(p, nullptr);
+    char buf[512] = {};
+    ASSERT_NE(std::fgets(buf, sizeof buf, p), nullptr);
+    ::pclose(p);
+    want.emplace_back(buf);
+  }
+  int measured = 0;
+  for (const auto& v : facts["sha256"]["variants"]) {
+    if (v["mb_per_s"].get<double>() <= 0) continue;
+    ++measured;
+    const std::string name = v["name"].get<std::string>();
+    for (std::size_t i = 0; i < cases.size(); ++i) {
+      const result r = run_shell("QUIESCE_SHA256=" + name + " " + std::string(QUIESCE_CLI) +
+                                 " verity digest " + cases[i] + " 2>&1");
+      EXPECT_EQ(r.code, 0) << name << ": " << r.out;
+      EXPECT_EQ(r.out, want[i]) << "with " << name;
+    }
+  }
+  EXPECT_GE(measured, 2);  // OpenSSL and the portable kernel at the least
+  const result bogus = run_shell("QUIESCE_SHA256=bogus " + std::string(QUIESCE_CLI) + " info");
+  EXPECT_NE(bogus.out.find("QUIESCE_SHA256=bogus ignored: no such variant"), std::string::npos)
+      << bogus.out;
+}
+
 // Scripts written for fsverity-utils run unchanged: getopt_long's abbreviations, `--salt=`
 // (no salt), algorithms by number, `--compact`, block sizes beyond 64 KiB - each line the
 // same as `fsverity digest` prints for the same arguments.
