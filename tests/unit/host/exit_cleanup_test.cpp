@@ -1,6 +1,6 @@
 // exit_cleanup: the undo actions run on a fatal signal, and the process still dies of it.
-// Each scenario runs in a forked child that the signal kills; the parent checks what is
-// left behind.
+// Each scenario runs in a child process (this program again, running the scenario's
+// DISABLED_ test) that the signal kills; the parent checks what is left behind.
 #include "quiesce/host/exit_cleanup.hpp"
 
 #include <fcntl.h>
@@ -8,6 +8,7 @@
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <spawn.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -21,8 +22,11 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "shell.hpp"
+
+extern char** environ;
 
 namespace fs = std::filesystem;
 using quiesce::host::exit_cleanup;
@@ -40,40 +44,59 @@ fs::path scratch_dir() {
   std::_Exit(100);
 }
 
-// Forks; the child runs `body` and, once it reports ready on a pipe, is sent `sig`.
-// Returns the child's wait status.
-//
-// The signal is blocked across the fork, and unblocked in the child's main thread only: the
-// threads the runtime starts in a child (RCU's callback threads, from its fork handler)
-// inherit it blocked, so the signal is handled on the thread this test controls. (Under
-// ThreadSanitizer a handler runs deferred, when its thread next enters an intercepted
-// call; a runtime thread parked in a futex would hold it for ever.)
-// ThreadSanitizer runs a signal handler deferred; in a forked child of this multithreaded
-// test process it never ran (the child stayed in pause() with the signal taken). The CLI's
-// SIGINT tests cover the handler under TSan in processes of their own.
-#if defined(__SANITIZE_THREAD__)
-#define SKIP_UNDER_TSAN() GTEST_SKIP() << "TSan never runs the handler in a forked child here"
+// ThreadSanitizer runs a signal handler deferred, when the thread next enters an
+// intercepted call.
+#if defined(__SANITIZE_THREAD__) && !defined(QUIESCE_EXIT_CLEANUP_TSAN)
+#define SKIP_UNDER_TSAN() GTEST_SKIP() << "TSan never ran the handler in the child here"
 #else
 #define SKIP_UNDER_TSAN() (void)0
 #endif
 
-template <class Body>
-int run_child_until_signalled(int sig, Body body) {
+// Each scenario's child is a fresh process of this test program (posix_spawn of
+// /proc/self/exe running the scenario's DISABLED_ test), not a fork: a child forked from
+// this process inherits the runtime's threads' locks in whatever state they were - under
+// ASan, a thread the child then started blocked for ever on the sanitizer's own registry
+// lock, held by a parent thread at the moment of the fork.
+//
+// The child says it is ready on a pipe (fd QUIESCE_EC_READY), then is sent `sig`. The
+// signal is blocked in the spawning thread, so the child starts with it blocked and the
+// threads its runtime starts inherit that; the scenario unblocks it in its main thread
+// only, so the handler runs on the thread this test controls.
+int run_child_until_signalled(int sig, const std::string& scenario, const fs::path& dir) {
   int ready[2];
-  if (::pipe(ready) != 0) ADD_FAILURE() << "pipe: " << std::strerror(errno);
+  if (::pipe2(ready, O_CLOEXEC) != 0) ADD_FAILURE() << "pipe: " << std::strerror(errno);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  constexpr int child_ready_fd = 3;  // dup2 clears close-on-exec on the child's copy
+  posix_spawn_file_actions_adddup2(&actions, ready[1], child_ready_fd);
+  std::string filter = "--gtest_filter=ExitCleanupChild.DISABLED_" + scenario;
+  std::string also = "--gtest_also_run_disabled_tests";
+  std::string exe = "/proc/self/exe";
+  char* argv[] = {exe.data(), filter.data(), also.data(), nullptr};
+  std::vector<std::string> env_strings;
+  for (char** e = environ; *e; ++e)
+    env_strings.emplace_back(*e);
+  env_strings.push_back("QUIESCE_EC_READY=" + std::to_string(child_ready_fd));
+  env_strings.push_back("QUIESCE_EC_DIR=" + dir.string());
+  env_strings.push_back("QUIESCE_EC_SIGNAL=" + std::to_string(sig));
+  std::vector<char*> envp;
+  for (auto& e : env_strings)
+    envp.push_back(e.data());
+  envp.push_back(nullptr);
   sigset_t blocked, old;
   sigemptyset(&blocked);
   sigaddset(&blocked, sig);
   ::pthread_sigmask(SIG_BLOCK, &blocked, &old);
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    ::pthread_sigmask(SIG_UNBLOCK, &blocked, nullptr);
-    ::close(ready[0]);
-    body(ready[1]);
-    std::_Exit(101);  // body never returns: it waits for the signal
-  }
+  pid_t pid = -1;
+  const int rc = ::posix_spawn(&pid, exe.c_str(), &actions, nullptr, argv, envp.data());
   ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  posix_spawn_file_actions_destroy(&actions);
   ::close(ready[1]);
+  if (rc != 0) {
+    ::close(ready[0]);
+    ADD_FAILURE() << "posix_spawn: " << std::strerror(rc);
+    return -1;
+  }
   char byte = 0;
   const ssize_t n = ::read(ready[0], &byte, 1);
   ::close(ready[0]);
@@ -82,6 +105,35 @@ int run_child_until_signalled(int sig, Body body) {
   int status = 0;
   EXPECT_EQ(::waitpid(pid, &status, 0), pid);
   return status;
+}
+
+// In the child: the scenario's environment.
+struct child_env {
+  int ready_fd = -1;
+  int sig = 0;
+  fs::path dir;
+};
+child_env this_child() {
+  child_env c;
+  const char* ready = std::getenv("QUIESCE_EC_READY");
+  const char* dir = std::getenv("QUIESCE_EC_DIR");
+  const char* sig = std::getenv("QUIESCE_EC_SIGNAL");
+  if (!ready || !dir || !sig) {
+    std::fprintf(stderr, "child: run only by ExitCleanup's tests\n");
+    std::_Exit(102);
+  }
+  c.ready_fd = std::atoi(ready);
+  c.sig = std::atoi(sig);
+  c.dir = dir;
+  return c;
+}
+
+// The child's main thread takes the signal from here on.
+void unblock(int sig) {
+  sigset_t s;
+  sigemptyset(&s);
+  sigaddset(&s, sig);
+  ::pthread_sigmask(SIG_UNBLOCK, &s, nullptr);
 }
 
 void say_ready_and_wait(int ready_fd) {
@@ -99,15 +151,19 @@ TEST(ExitCleanup, ASignalRunsEveryPendingActionAndTheProcessDiesOfIt) {
   fs::create_directory(doomed);
   std::ofstream(doomed / "a") << "x";
   std::ofstream(doomed / "b") << "y";
-  const int status = run_child_until_signalled(SIGTERM, [&](int ready) {
-    auto restore = exit_cleanup::restore_file(setting.string(), "original");
-    auto remove = exit_cleanup::remove_dir(doomed.string());
-    say_ready_and_wait(ready);
-  });
+  const int status = run_child_until_signalled(SIGTERM, "PendingActions", dir);
   EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM) << "status " << status;
   EXPECT_EQ(quiesce::test::slurp(setting), "original");
   EXPECT_FALSE(fs::exists(doomed));
   fs::remove_all(dir);
+}
+
+TEST(ExitCleanupChild, DISABLED_PendingActions) {
+  const child_env c = this_child();
+  auto restore = exit_cleanup::restore_file((c.dir / "setting").string(), "original");
+  auto remove = exit_cleanup::remove_dir((c.dir / "doomed").string());
+  unblock(c.sig);
+  say_ready_and_wait(c.ready_fd);
 }
 
 // A filesystem the process mounted is unmounted on a signal even while one of its threads
@@ -128,41 +184,7 @@ TEST(ExitCleanup, ASignalReleasesOnlyTheDescriptorsThatKeepItsMountBusy) {
   }
   ASSERT_EQ(::umount2(mnt.c_str(), 0), 0);
   for (int round = 0; round < 5; ++round) {
-    const int status = run_child_until_signalled(SIGINT, [&](int ready) {
-      auto unmount = exit_cleanup::unmount(mnt.string());
-      if (::mount("quiesce-test", mnt.c_str(), "tmpfs", 0, "size=1m") != 0) child_fail("mount");
-      const int inside = ::open((mnt / "busy").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-      const int outside =
-          ::open((dir / "data").c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-      if (inside < 0 || outside < 0) child_fail("open");
-      std::atomic<int> running{0};
-      sigset_t sigint;  // the I/O threads leave the signal to the main thread
-      sigemptyset(&sigint);
-      sigaddset(&sigint, SIGINT);
-      ::pthread_sigmask(SIG_BLOCK, &sigint, nullptr);
-      std::thread reader([&] {
-        char buf[64];
-        running.fetch_add(1);
-        for (;;) {
-          if (::pread(inside, buf, sizeof buf, 0) < 0) child_fail("read under the mount");
-        }
-      });
-      std::thread writer([&] {
-        char block[512] = {};
-        running.fetch_add(1);
-        for (;;) {
-          if (::pwrite(outside, block, sizeof block, 0) != sizeof block) {
-            std::fprintf(stderr, "child: writing outside the mount failed: %s\n",
-                         std::strerror(errno));
-            std::abort();
-          }
-        }
-      });
-      ::pthread_sigmask(SIG_UNBLOCK, &sigint, nullptr);
-      while (running.load() < 2) {
-      }
-      say_ready_and_wait(ready);
-    });
+    const int status = run_child_until_signalled(SIGINT, "MountBusy", dir);
     EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGINT)
         << "round " << round << ": status " << status;
     const bool left_mounted = quiesce::test::is_mount_point(mnt);
@@ -171,6 +193,42 @@ TEST(ExitCleanup, ASignalReleasesOnlyTheDescriptorsThatKeepItsMountBusy) {
     if (::testing::Test::HasFailure()) break;
   }
   fs::remove_all(dir);
+}
+
+TEST(ExitCleanupChild, DISABLED_MountBusy) {
+  const child_env c = this_child();
+  const fs::path mnt = c.dir / "mnt";
+  auto unmount = exit_cleanup::unmount(mnt.string());
+  if (::mount("quiesce-test", mnt.c_str(), "tmpfs", 0, "size=1m") != 0) child_fail("mount");
+  const int inside = ::open((mnt / "busy").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  const int outside =
+      ::open((c.dir / "data").c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (inside < 0 || outside < 0) child_fail("open");
+  std::atomic<int> running{0};
+  // The I/O threads start with the signal blocked (this thread's mask), leaving it to
+  // this thread.
+  std::thread reader([&] {
+    char buf[64];
+    running.fetch_add(1);
+    for (;;) {
+      if (::pread(inside, buf, sizeof buf, 0) < 0) child_fail("read under the mount");
+    }
+  });
+  std::thread writer([&] {
+    char block[512] = {};
+    running.fetch_add(1);
+    for (;;) {
+      if (::pwrite(outside, block, sizeof block, 0) != sizeof block) {
+        std::fprintf(stderr, "child: writing outside the mount failed: %s\n",
+                     std::strerror(errno));
+        std::abort();
+      }
+    }
+  });
+  while (running.load() < 2) {
+  }
+  unblock(c.sig);
+  say_ready_and_wait(c.ready_fd);
 }
 
 }  // namespace
