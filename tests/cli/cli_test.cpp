@@ -85,7 +85,9 @@ TEST_F(Cli, BenchPeersMeasuresEveryRowOrNamesWhatIsMissing) {
     EXPECT_NE(r.out.find("not found"), std::string::npos) << r.out;
     return;
   }
-  const result r = run("bench peers --quick --repetitions 1 --json", /*stdout_only=*/true);
+  const fs::path plots = dir_ / "plots";
+  const result r = run("bench peers --quick --repetitions 1 --json --plot " + plots.string(),
+                       /*stdout_only=*/true);
   ASSERT_EQ(r.code, 0) << r.out;
   const nlohmann::json j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["repetitions"], 1);
@@ -110,6 +112,8 @@ TEST_F(Cli, BenchPeersMeasuresEveryRowOrNamesWhatIsMissing) {
     for (const char* k : {"alone_MBps", "tree_MBps", "verify_MBps", "openssl_MBps"})
       EXPECT_GT(h[k]["median"].get<double>(), 0.0) << h["sha256"] << " " << k;
   }
+  EXPECT_TRUE(fs::exists(plots / "peers-sha256.png"));
+  EXPECT_TRUE(fs::exists(plots / "peers-sha256.dat"));
 }
 
 TEST_F(Cli, VerityDigestMatchesFsverityLineForLine) {
