@@ -9,6 +9,7 @@
 #include <fuse3/fuse_lowlevel.h>
 #include <linux/fs.h>
 #include <linux/fsverity.h>
+#include <poll.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
@@ -602,6 +603,7 @@ struct verity_mount::impl {
   fs::path mountpoint;
   bool signals = false;
   std::atomic<bool> unmounted{false};
+  std::atomic<bool> detached{false};  // unmount() took the mount away itself
 };
 
 verity_mount::verity_mount(const fs::path& source, const fs::path& mountpoint,
@@ -661,6 +663,15 @@ void verity_mount::serve() {
   fuse_loop_cfg_set_max_threads(cfg, 16);
   const int rc = fuse_session_loop_mt(impl_->se.get(), cfg);
   fuse_loop_cfg_destroy(cfg);
+  if (impl_->detached.load()) {
+    // unmount() detached the mount and ended the loop, maybe before the kernel ended the
+    // connection. libfuse's unmount below unmounts again unless the device reports the
+    // connection gone - and on the bare directory it would print "fuse: failed to
+    // unmount". Once no file is open the kernel ends it at once: wait a little for that.
+    pollfd pfd{fuse_session_fd(impl_->se.get()), 0, 0};
+    for (int i = 0; i < 100 && !(::poll(&pfd, 1, 0) == 1 && (pfd.revents & POLLERR)); ++i)
+      ::usleep(10'000);
+  }
   if (!impl_->unmounted.exchange(true)) fuse_session_unmount(impl_->se.get());
   if (rc < 0) {
     throw mount_error(fmt::format("libfuse: the session ended with {}", std::strerror(-rc)), 1);
@@ -671,9 +682,13 @@ void verity_mount::unmount() {
   fuse_session_exit(impl_->se.get());
   // Detached: the kernel ends the connection once the last open file closes, and the
   // session's threads see it (ENODEV) and return.
-  if (::umount2(impl_->mountpoint.c_str(), MNT_DETACH) != 0) {
+  if (::umount2(impl_->mountpoint.c_str(), MNT_DETACH) == 0) {
+    impl_->detached = true;
+  } else {
     const std::string cmd = "fusermount3 -u -z '" + impl_->mountpoint.string() + "' 2>/dev/null";
-    if (std::system(cmd.c_str()) != 0) {
+    if (std::system(cmd.c_str()) == 0) {
+      impl_->detached = true;
+    } else {
       log(log_level::warning,
           fmt::format("quiesce verity mount: cannot unmount {}", impl_->mountpoint.string()));
     }
