@@ -346,7 +346,7 @@ nlohmann::json set_json(const sample_set& s) {
 }
 
 // The hashing table: bench_verity once per SHA-256 implementation this CPU runs.
-void run_hashing(const fs::path& dir, int repetitions, peers_result& result) {
+void run_hashing(const fs::path& dir, int repetitions, bool every, peers_result& result) {
   const verity::sha256_choice& choice = verity::sha256_hashing();
   result.sha256_chosen = fmt::format("{} ({})", choice.chosen, choice.why);
   if (!fs::exists(dir / "bench_verity")) {
@@ -359,15 +359,18 @@ void run_hashing(const fs::path& dir, int repetitions, peers_result& result) {
       result.sha256_not_here.push_back(fmt::format("{} ({})", row.name, row.not_here));
       continue;
     }
-    fmt::print(stderr, "quiesce bench peers: running bench_verity with SHA-256 {}...\n",
-               row.name);
+    if (!every && row.name != "openssl" && row.name != choice.chosen) {
+      result.sha256_left_out.push_back(row.name);
+      continue;
+    }
+    fmt::print(stderr, "quiesce bench peers: running bench_verity with SHA-256 {}...\n", row.name);
     const std::string alone =
         row.name == "openssl" ? "BM_openssl_sha256" : "BM_sha256_kernel/" + row.name;
     std::map<std::string, runs> by_program;
-    by_program["bench_verity"] = run_benchmark(
-        dir, "bench_verity",
-        "^(BM_build_tree|BM_verified_sequential/bio_kib:1024|" + alone + ")(/|$)", repetitions,
-        row.name);
+    by_program["bench_verity"] =
+        run_benchmark(dir, "bench_verity",
+                      "^(BM_build_tree|BM_verified_sequential/bio_kib:1024|" + alone + ")(/|$)",
+                      repetitions, row.name);
     auto verity_source = [](const std::string& benchmark) {
       return source{"quiesce", "bench_verity", benchmark};
     };
@@ -435,7 +438,7 @@ peers_result run_peers(const peers_options& options) {
                                samples(by_program, s, "max_us", 1.0)});
     }
   }
-  run_hashing(dir, options.repetitions, result);
+  run_hashing(dir, options.repetitions, options.every_sha256, result);
   result.seconds = static_cast<double>(now_ns() - started) / 1e9;
   return result;
 }
@@ -482,6 +485,7 @@ nlohmann::json to_json(const peers_result& r) {
           {"hashing", hashing},
           {"sha256_chosen", r.sha256_chosen},
           {"sha256_not_here", r.sha256_not_here},
+          {"sha256_left_out", r.sha256_left_out},
           {"hashing_skipped", r.hashing_skipped},
           {"scaling", scaling},
           {"bursts", bursts},
@@ -546,6 +550,13 @@ std::string peers_markdown(const peers_result& r) {
       for (const std::string& a : r.sha256_not_here)
         absent += (absent.empty() ? "" : ", ") + a;
       md += fmt::format("\nNot measured, this CPU cannot run them: {}.\n", absent);
+    }
+    if (!r.sha256_left_out.empty()) {
+      std::string left;
+      for (const std::string& a : r.sha256_left_out)
+        left += (left.empty() ? "" : ", ") + a;
+      md += fmt::format("\nLeft out of this quick run (`quiesce bench peers` measures them): {}.\n",
+                        left);
     }
   }
   md += fmt::format("\nMeasured in {:.0f} s.\n", r.seconds);

@@ -69,6 +69,7 @@ std::string script_text(const plot_spec& spec, const fs::path& png, const fs::pa
       quoted(spec.ylabel),
       spec.xtics.empty() ? "outside bottom center horizontal" : "inside top left vertical opaque");
   if (spec.logx) gp += "set logscale x\n";
+  if (spec.xtic_step > 0 && spec.xtics.empty()) gp += fmt::format("set xtics {}\n", spec.xtic_step);
   if (!spec.xtics.empty()) {
     std::string tics;
     for (const auto& [x, label] : spec.xtics)
@@ -176,6 +177,20 @@ std::vector<std::pair<double, double>> cdf_points(std::vector<double> samples, d
   for (std::size_t k = 0; k < points; ++k) {
     const std::size_t i = points == 1 ? n - 1 : k * (n - 1) / (points - 1);
     out.emplace_back(samples[i] * scale, static_cast<double>(i + 1) / static_cast<double>(n));
+  }
+  return out;
+}
+
+std::vector<std::pair<double, double>> histogram_cdf(const histogram& h, double scale) {
+  std::vector<std::pair<double, double>> out;
+  if (h.count() == 0) return out;
+  std::uint64_t below = 0;
+  for (std::size_t i = 0; i < histogram::bucket_count; ++i) {
+    if (h.bucket(i) == 0) continue;
+    below += h.bucket(i);
+    const std::uint64_t upper = histogram::bucket_low(i) + histogram::bucket_width(i);
+    out.emplace_back(static_cast<double>(upper) * scale,
+                     static_cast<double>(below) / static_cast<double>(h.count()));
   }
   return out;
 }

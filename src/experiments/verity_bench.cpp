@@ -30,17 +30,7 @@ void verity_bench_side::add(const verity_bench_side& r) {
 }
 
 std::vector<std::pair<double, double>> verity_bench_side::queue_to_start_cdf() const {
-  std::vector<std::pair<double, double>> out;
-  if (sched_ns.count() == 0) return out;
-  std::uint64_t below = 0;
-  for (std::size_t i = 0; i < histogram::bucket_count; ++i) {
-    if (sched_ns.bucket(i) == 0) continue;
-    below += sched_ns.bucket(i);
-    const std::uint64_t upper = histogram::bucket_low(i) + histogram::bucket_width(i);
-    out.emplace_back(static_cast<double>(upper) / 1e3,
-                     static_cast<double>(below) / static_cast<double>(sched_ns.count()));
-  }
-  return out;
+  return histogram_cdf(sched_ns, 1e-3);
 }
 
 nlohmann::json verity_bench_side::to_json() const {
@@ -254,6 +244,7 @@ std::vector<plot_spec> verity_bench_result::plots() const {
     b.points.emplace_back(static_cast<double>(i + 1), bound_delay_ms.runs[i]);
   }
   delay.series = {u, b};
+  delay.xtic_step = 1;
   return {cdf, delay};
 }
 

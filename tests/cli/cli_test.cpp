@@ -100,14 +100,24 @@ TEST_F(Cli, BenchPeersMeasuresEveryRowOrNamesWhatIsMissing) {
     EXPECT_GT(row["ratio"].get<double>(), 0.0) << row["metric"];
   }
   EXPECT_TRUE(j["scaling"].empty());  // --quick: the ratio table only
-  // The SHA-256 table: every implementation this CPU runs, OpenSSL first, each measured.
+  // The SHA-256 table (--quick): OpenSSL first, then the chosen implementation, each
+  // measured; every other one this CPU runs is named as left out.
   if (!fs::exists(bin / "bench_verity")) {
     EXPECT_NE(j["hashing_skipped"].get<std::string>().find("bench_verity"), std::string::npos);
     return;
   }
   ASSERT_FALSE(j["hashing"].empty());
   EXPECT_EQ(j["hashing"][0]["sha256"], "openssl");
-  EXPECT_FALSE(j["sha256_chosen"].get<std::string>().empty());
+  const std::string chosen = j["sha256_chosen"].get<std::string>();
+  ASSERT_FALSE(chosen.empty());
+  const std::string chosen_name = chosen.substr(0, chosen.find(' '));
+  EXPECT_EQ(j["hashing"].back()["sha256"], chosen_name);
+  EXPECT_LE(j["hashing"].size(), 2u);
+  const result info = run("info --json", /*stdout_only=*/true);
+  ASSERT_EQ(info.code, 0) << info.out;
+  EXPECT_EQ(j["hashing"].size() + j["sha256_left_out"].size() + j["sha256_not_here"].size(),
+            nlohmann::json::parse(info.out)["sha256"]["variants"].size())
+      << "every implementation is measured, left out or named as not runnable here";
   for (const auto& h : j["hashing"]) {
     for (const char* k : {"alone_MBps", "tree_MBps", "verify_MBps", "openssl_MBps"})
       EXPECT_GT(h[k]["median"].get<double>(), 0.0) << h["sha256"] << " " << k;
@@ -142,9 +152,8 @@ TEST_F(Cli, VerityDigestIsTheSameWithEverySha256Implementation) {
     for (int i = 0; i < 10 << 20; ++i)
       out.put(static_cast<char>(i * 31 + (i >> 12)));
   }
-  const std::vector<std::string> cases = {file_.string(),
-                                          file_.string() + " --block-size 1024 --salt 0a0b0c",
-                                          big.string()};
+  const std::vector<std::string> cases = {
+      file_.string(), file_.string() + " --block-size 1024 --salt 0a0b0c", big.string()};
   std::vector<std::string> want;
   for (const std::string& c : cases) {
     FILE* p = ::popen(("fsverity digest " + c + " 2>&1").c_str(), "r");

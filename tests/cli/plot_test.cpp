@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "quiesce/experiments/plot.hpp"
+#include "quiesce/experiments/verity_mount_bench.hpp"
 
 namespace quiesce::experiments {
 namespace {
@@ -284,6 +285,49 @@ TEST_F(Plots, VerityBenchPlotsTheLatenciesAndRunDelaysItReports) {
   }
 }
 
+// verity bench --mount --plot: the CDFs are the JSON's queue_to_start_cdf and
+// read_latency_cdf of each queue, the per-run lines its run_delay_ms and cold_start_ms runs.
+TEST_F(Plots, VerityMountBenchPlotsWhatItReports) {
+  if (auto why = verity_mount_bench_unusable()) GTEST_SKIP() << *why;
+  std::string out;
+  ASSERT_EQ(run("verity bench --mount --app-mib 4 --apps 2 --runs 2 --json --plot " +
+                    (dir_ / "p").string(),
+                out),
+            0);
+  const auto j = nlohmann::json::parse(out);
+  for (const char* name :
+       {"verity-mount-queue-to-start", "verity-mount-read", "verity-mount-per-run"})
+    expect_png(dir_ / "p" / (std::string(name) + ".png"));
+  const auto queued = data_blocks(dir_ / "p/verity-mount-queue-to-start.dat");
+  const auto reads = data_blocks(dir_ / "p/verity-mount-read.dat");
+  const auto per_run = data_blocks(dir_ / "p/verity-mount-per-run.dat");
+  ASSERT_EQ(queued.size(), 2u);
+  ASSERT_EQ(reads.size(), 2u);
+  ASSERT_EQ(per_run.size(), 4u);
+  const auto runs_of = [](const nlohmann::json& spread) {
+    points out;
+    double run = 1;
+    for (const auto& v : spread["runs"])
+      out.emplace_back(run++, v.get<double>());
+    return out;
+  };
+  int i = 0;
+  for (const char* side : {"unbound", "bound"}) {
+    for (const auto& [drawn, key] :
+         {std::pair{&queued, "queue_to_start_cdf"}, std::pair{&reads, "read_latency_cdf"}}) {
+      const auto reported = json_points(j[side][key]);
+      ASSERT_FALSE(reported.empty()) << side << " " << key;
+      EXPECT_DOUBLE_EQ(reported.back().second, 1.0) << side << " " << key;
+      expect_same_points((*drawn)[i], reported, std::string(side) + " " + key);
+    }
+    expect_same_points(per_run[i], runs_of(j[side]["run_delay_ms"]),
+                       std::string(side) + " run delays");
+    expect_same_points(per_run[2 + i], runs_of(j[side]["cold_start_ms"]),
+                       std::string(side) + " cold starts");
+    ++i;
+  }
+}
+
 // The report draws every experiment's plots beside report.md and links each one.
 TEST_F(Plots, ReportLinksEveryPlotItDrew) {
   std::string out;
@@ -306,6 +350,12 @@ TEST_F(Plots, ReportLinksEveryPlotItDrew) {
        {"keygc-executions", "keygc-probe", "sweep-keygc-variance", "sweep-keygc-total",
         "sanitize-boot", "verity-queue-to-start", "verity-run-delay"}) {
     EXPECT_NE(md.find(std::string("(") + name + ".png)"), std::string::npos) << name;
+  }
+  if (!verity_mount_bench_unusable()) {
+    for (const char* name :
+         {"verity-mount-queue-to-start", "verity-mount-read", "verity-mount-per-run"}) {
+      EXPECT_NE(md.find(std::string("(") + name + ".png)"), std::string::npos) << name;
+    }
   }
   EXPECT_GE(links, 7u);
 }

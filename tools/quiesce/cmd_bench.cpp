@@ -31,11 +31,13 @@ const command_registrar bench_command{
                   "Repetitions of every measurement (medians are quoted)",
                   number_range<int>{1, 50});
        peers->add_flag("--quick", opt->quick,
-                       "Only the ratio table (not how throughput and latency grow with work)");
+                       "Only the ratio table (not how throughput and latency grow with work), "
+                       "and of the SHA-256 implementations only OpenSSL and the chosen one");
        peers->add_flag("--json", opt->json, "Print the results as one JSON object on stdout");
        add_plot_option(peers, opt->plot_dir);
        peers->callback([opt] {
          opt->peers.growth = !opt->quick;
+         opt->peers.every_sha256 = !opt->quick;
          const peers_result r = run_peers(opt->peers);
          if (opt->json) {
            fmt::print("{}\n", to_json(r).dump(2));

@@ -288,7 +288,7 @@ const experiment_registrar verity_mount_experiment{
        c.app_mib = opt.quick ? 16 : 64;
        c.load = 2;  // a busy device: as many CPU-bound threads as these machines have CPUs
        const experiments::verity_mount_bench_result r = run_mount_bench(c, false);
-       return experiment_output{r.to_json(), r.markdown(), {}};
+       return experiment_output{r.to_json(), r.markdown(), r.plots()};
      }}};
 
 const command_registrar verity_command{
@@ -398,12 +398,12 @@ const command_registrar verity_command{
                   number_range<std::size_t>{1, std::size_t{1} << 16});
        bench->callback(traced(bench, [b] {
          if (b->mount) {
-           if (!b->plot_dir.empty()) throw usage_error("--plot: not with --mount");
            experiments::verity_mount_bench_config c = b->mount_config;
            c.runs = b->config.runs;
            const experiments::verity_mount_bench_result r =
                run_mount_bench(c, progress_wanted(b->json));
            fmt::print("{}", b->json ? r.to_json().dump(2) + "\n" : r.markdown());
+           write_plots(b->plot_dir, r.plots());
            return;
          }
          const experiments::verity_bench_result r = run_bench(b->config, progress_wanted(b->json));

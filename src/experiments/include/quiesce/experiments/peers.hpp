@@ -63,10 +63,10 @@ struct burst_row {
 struct hashing_row {
   std::string sha256;  // "openssl", "shani-x2", "avx512-x16", ...
   unsigned lanes = 1;
-  sample_set alone;    // the implementation alone on 4 KiB blocks
-  sample_set tree;     // a 64 MiB Merkle tree built in memory
-  sample_set verify;   // a verification worker's throughput (sequential 1 MiB reads)
-  sample_set openssl;  // OpenSSL's SHA-256 of 4 KiB buffers, in the same process
+  sample_set alone;             // the implementation alone on 4 KiB blocks
+  sample_set tree;              // a 64 MiB Merkle tree built in memory
+  sample_set verify;            // a verification worker's throughput (sequential 1 MiB reads)
+  sample_set openssl;           // OpenSSL's SHA-256 of 4 KiB buffers, in the same process
   double tree_ratio() const;    // tree / openssl (medians)
   double verify_ratio() const;  // verify / openssl
 };
@@ -74,18 +74,20 @@ struct hashing_row {
 struct peers_result {
   int repetitions = 0;
   std::vector<peer_row> rows;
-  std::vector<scaling_row> scaling;  // empty when not asked for
-  std::vector<burst_row> bursts;     // empty when not asked for
-  std::vector<hashing_row> hashing;  // every SHA-256 implementation this CPU runs
-  std::string sha256_chosen;         // what this machine uses, and why
+  std::vector<scaling_row> scaling;          // empty when not asked for
+  std::vector<burst_row> bursts;             // empty when not asked for
+  std::vector<hashing_row> hashing;          // each SHA-256 implementation measured
+  std::string sha256_chosen;                 // what this machine uses, and why
   std::vector<std::string> sha256_not_here;  // "avx512-x16 (needs AVX-512F and BW)"
-  std::string hashing_skipped;       // why there is no hashing table, or empty
-  double seconds = 0;                // wall time of the whole run
+  std::vector<std::string> sha256_left_out;  // runnable, not measured (every_sha256 off)
+  std::string hashing_skipped;               // why there is no hashing table, or empty
+  double seconds = 0;                        // wall time of the whole run
 };
 
 struct peers_options {
   int repetitions = 5;
   bool growth = true;               // also the scaling and burst tables
+  bool every_sha256 = true;         // false: only OpenSSL and the chosen SHA-256 (quicker)
   std::filesystem::path bench_dir;  // empty: the directory of this executable
 };
 

@@ -8,6 +8,8 @@
 #include <utility>
 #include <vector>
 
+#include "quiesce/histogram.hpp"
+
 namespace quiesce::experiments {
 
 struct plot_series {
@@ -32,7 +34,8 @@ struct plot_spec {
   std::vector<plot_mark> marks;
   // Labels for x positions (a category axis, e.g. one bar per metric); empty: numbers.
   std::vector<std::pair<double, std::string>> xtics = {};
-  int height = 540;  // pixels (the width is 960)
+  double xtic_step = 0;  // > 0: a number tick every step (1 for runs); 0: gnuplot's choice
+  int height = 540;      // pixels (the width is 960)
 };
 
 struct written_plot {
@@ -54,5 +57,9 @@ std::string plot_markdown(const written_plot& plot, const std::filesystem::path&
 // first and the last).
 std::vector<std::pair<double, double>> cdf_points(std::vector<double> samples, double scale,
                                                   std::size_t max_points = 2000);
+
+// The points of the CDF of a histogram's samples: one per non-empty bucket, x = the bucket's
+// upper bound in ns times `scale`, y = fraction of samples in it or below. Empty: no sample.
+std::vector<std::pair<double, double>> histogram_cdf(const histogram& h, double scale);
 
 }  // namespace quiesce::experiments

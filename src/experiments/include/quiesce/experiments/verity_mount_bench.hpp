@@ -7,7 +7,7 @@
 // queue: the verification workers' time runnable (schedstat run_delay: the seed's metric),
 // the items' queue->start latency, the apps' read latency and the cold-start time (the
 // slowest app's), each as median and spread over the runs. Typed result; text, Markdown
-// and JSON are renderings.
+// JSON and plots are renderings.
 #pragma once
 
 #include <cstddef>
@@ -16,6 +16,7 @@
 #include <optional>
 #include <string>
 
+#include "quiesce/experiments/plot.hpp"
 #include "quiesce/experiments/spread.hpp"
 #include "quiesce/histogram.hpp"
 
@@ -35,6 +36,8 @@ struct verity_mount_side {
   run_spread run_delay_ms;      // the verification workers' time runnable, per run
   run_spread cold_start_ms;     // the slowest app's open-to-done, per run
   run_spread read_p99_us;       // per run
+  // JSON also carries the pooled CDFs the plots draw (queue_to_start_cdf, read_latency_cdf:
+  // [bucket's upper bound in us, fraction <= it]).
   nlohmann::json to_json() const;
 };
 
@@ -45,6 +48,9 @@ struct verity_mount_bench_result {
   bool caches_dropped = false;  // false: not root, the page cache stayed warm
   nlohmann::json to_json() const;
   std::string markdown() const;  // the table and the "Ours:" sentence (also the CLI's text)
+  // verity-mount-queue-to-start and verity-mount-read (CDFs, both queues, log x) and
+  // verity-mount-per-run (each run's workers' time runnable and cold start).
+  std::vector<plot_spec> plots() const;
 };
 
 // Why the bench cannot run here (no usable /dev/fuse), or nullopt.
