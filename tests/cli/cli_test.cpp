@@ -584,6 +584,9 @@ TEST_F(Cli, HostileNumbersAreOneLineExit2AndCreateNothing) {
       {"verity bench", "--seconds", false},
       {"verity bench", "--read-kib", false},
       {"verity bench", "--runs", false},
+      {"verity bench --mount", "--apps", false},
+      {"verity bench --mount", "--load", true},
+      {"verity bench --mount", "--app-mib", false},
       {"bench peers", "--repetitions", false},
       {"report", "--set-gc-delay", false},
   };
