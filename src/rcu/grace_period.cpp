@@ -130,7 +130,7 @@ std::uint64_t first_grace_period_from_now(const rcu_state& st) noexcept {
   // Ordered after the caller's earlier stores (the removal), as the kernel's
   // get_state_synchronize_rcu() starts with smp_mb(): a grace period that started before
   // the removal was visible must not count. A seq_cst load alone is no such fence on x86.
-  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if constexpr (!mutant::rcu_cookie_no_fence) std::atomic_thread_fence(std::memory_order_seq_cst);
   std::uint64_t want = st.gp_started.load(std::memory_order_seq_cst) + 1;
 #if defined(QUIESCE_RCU_EARLY_FOR_TESTS)
   // Deliberately broken (tests/stress only): a grace period in progress counts, though it

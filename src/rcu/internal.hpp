@@ -62,6 +62,11 @@ inline constexpr bool rcu_membarrier_fallback = true;  // (readers keep compiler
 #else
 inline constexpr bool rcu_membarrier_fallback = false;
 #endif
+#ifdef QUIESCE_MUTANT_RCU_COOKIE_NO_FENCE          // a cookie's grace-period number is read with no
+inline constexpr bool rcu_cookie_no_fence = true;  // full fence after the caller's removal
+#else
+inline constexpr bool rcu_cookie_no_fence = false;
+#endif
 }  // namespace mutant
 
 // Linux's TASK_COMM_LEN: a thread name and its terminating NUL.
