@@ -132,6 +132,11 @@ struct merkle_tree {
 // refuses the hashing work (ECANCELED: it is draining, or the process is exiting);
 // std::invalid_argument for bad params.
 merkle_tree build_tree(const std::filesystem::path& path, const params& p, workqueue* wq = nullptr);
+// The same for a file the caller opened (`fd`, read with pread, its size taken now), named
+// `name` in errors. `stop`, if given, is polled between 1 MiB reads: once it is true the
+// build ends with std::system_error EINTR (an interrupted `fsverity enable`).
+merkle_tree build_tree(int fd, const std::string& name, const params& p, workqueue* wq = nullptr,
+                       const std::atomic<bool>* stop = nullptr);
 // The same for bytes in memory.
 merkle_tree build_tree(const std::uint8_t* data, std::size_t size, const params& p);
 
@@ -156,6 +161,23 @@ inline constexpr std::size_t max_signature_size = 16384 - 256;
 merkle_tree enable(const std::filesystem::path& file, const params& p,
                    std::optional<std::filesystem::path> sidecar = {}, workqueue* wq = nullptr,
                    std::span<const std::uint8_t> signature = {});
+
+// Writes the sidecar of `t` - its descriptor (sig_size set), `signature`, the tree - to the
+// open, empty file `fd` from offset 0. Throws std::system_error naming `name`;
+// std::invalid_argument naming "signature" as enable() does.
+void write_sidecar(int fd, const std::string& name, const merkle_tree& t,
+                   std::span<const std::uint8_t> signature = {});
+
+// A sidecar recognised by its content: the open file `fd` starts with a descriptor that a
+// verified_file accepts (version 1, a known algorithm, a block size it verifies, the salt
+// size, zero padding and reserved bytes, sig_size) and is exactly as long as that
+// descriptor implies (256 + sig_size + the tree for its data_size). Reads 256 bytes.
+struct sidecar_identity {
+  std::array<std::uint8_t, 256> descriptor{};  // sig_size zeroed: what the file digest hashes
+  std::uint64_t data_size = 0;
+};
+// nullopt if `fd` is not such a file (or cannot be read).
+std::optional<sidecar_identity> probe_sidecar(int fd) noexcept;
 
 // A file digest the caller trusts: what `fsverity digest` and `fsverity measure` print.
 struct expected_digest {
@@ -260,6 +282,11 @@ class verified_file {
                 std::optional<std::filesystem::path> sidecar = {});
   verified_file(const std::filesystem::path& file, std::shared_ptr<workqueue> verify_wq,
                 const trust_policy& trust, std::optional<std::filesystem::path> sidecar = {});
+  // Opens from descriptors the caller opened (both duplicated; the caller keeps its own):
+  // the same checks, from step 1 on, with `name` naming the file in errors. For a
+  // filesystem that resolved both files itself (quiesce verity mount).
+  verified_file(int data_fd, int sidecar_fd, const std::string& name, workqueue& verify_wq,
+                const trust_policy& trust);
   ~verified_file();
   verified_file(const verified_file&) = delete;
   verified_file& operator=(const verified_file&) = delete;
@@ -295,6 +322,8 @@ class verified_file {
   read_stats stats() const noexcept;
   // The file digest of the sidecar's descriptor (sig_size zeroed), as `fsverity measure`.
   std::vector<std::uint8_t> digest() const;
+  // The sidecar's descriptor with sig_size zeroed (the bytes the file digest hashes).
+  const std::array<std::uint8_t, 256>& descriptor() const noexcept;
   // The built-in signature the sidecar carries (empty if none).
   const std::vector<std::uint8_t>& signature() const noexcept;
   // How the open was authenticated.

@@ -115,12 +115,13 @@ void finish_tree(merkle_tree& t, std::vector<std::uint8_t> hashes, std::uint64_t
 // Hashes data blocks [first, last) of `fd` into `out` (level-0 hashes), reading 1 MiB at
 // a time. Returns 0 or an errno (EIO if a hash failed).
 int hash_range(int fd, const params& p, std::uint64_t size, std::uint64_t first, std::uint64_t last,
-               std::uint8_t* out) {
+               std::uint8_t* out, const std::atomic<bool>* stop) {
   block_hasher hasher(p);
   const std::size_t d = digest_size(p.alg);
   const std::size_t chunk_blocks = std::max<std::size_t>(1, (1u << 20) / p.block_size);
   std::vector<std::uint8_t> buf(chunk_blocks * p.block_size);
   for (std::uint64_t b = first; b < last;) {
+    if (stop && stop->load(std::memory_order_relaxed)) return EINTR;
     const std::uint64_t n = std::min<std::uint64_t>(chunk_blocks, last - b);
     const std::uint64_t offset = b * p.block_size;
     const std::uint64_t want = std::min<std::uint64_t>(n * p.block_size, size - offset);
@@ -158,10 +159,15 @@ merkle_tree build_tree(const std::uint8_t* data, std::size_t size, const params&
 merkle_tree build_tree(const std::filesystem::path& path, const params& p, workqueue* wq) {
   p.validate();
   const detail::regular_file file = detail::open_regular(path);
-  const int fd = file.fd.get();
+  return build_tree(file.fd.get(), path.string(), p, wq);
+}
+
+merkle_tree build_tree(int fd, const std::string& name, const params& p, workqueue* wq,
+                       const std::atomic<bool>* stop) {
+  p.validate();
   merkle_tree t;
   t.p = p;
-  t.data_size = file.size;
+  t.data_size = detail::check_regular(fd, name);
   const std::size_t d = digest_size(p.alg);
   const std::uint64_t blocks = (t.data_size + p.block_size - 1) / p.block_size;
   std::vector<std::uint8_t> hashes(blocks * d);
@@ -181,7 +187,7 @@ merkle_tree build_tree(const std::filesystem::path& path, const params& p, workq
       const std::uint64_t lo = blocks * i / parts, hi = blocks * (i + 1) / parts;
       items.push_back(std::make_unique<work>("verity_hash_level0", [&, lo, hi](work&) {
         try {
-          if (const int e = hash_range(fd, p, t.data_size, lo, hi, &hashes[lo * d])) record(e);
+          if (const int e = hash_range(fd, p, t.data_size, lo, hi, &hashes[lo * d], stop)) record(e);
         } catch (...) {  // e.g. no digest in libcrypto: the range is not hashed
           record(EIO);
         }
@@ -195,13 +201,14 @@ merkle_tree build_tree(const std::filesystem::path& path, const params& p, workq
       throw std::system_error(ECANCELED, std::generic_category(),
                               fmt::format("{}: workqueue '{}' refused the hashing work (draining "
                                           "or exiting)",
-                                          path.string(), wq->name()));
+                                          name, wq->name()));
     }
     err = first_err.load();
   } else {
-    err = hash_range(fd, p, t.data_size, 0, blocks, hashes.data());
+    err = hash_range(fd, p, t.data_size, 0, blocks, hashes.data(), stop);
   }
-  if (err) throw std::system_error(err, std::generic_category(), path.string());
+  if (err == EINTR) throw std::system_error(EINTR, std::generic_category(), name + ": interrupted");
+  if (err) throw std::system_error(err, std::generic_category(), name);
   finish_tree(t, std::move(hashes), blocks);
   return t;
 }

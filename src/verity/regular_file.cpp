@@ -68,6 +68,19 @@ const char* pseudo_fs(const struct statfs& fs) {
 
 }  // namespace
 
+std::uint64_t check_regular(int fd, const std::string& name) {
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) fail(errno, name);
+  if (S_ISDIR(st.st_mode)) fail(EISDIR, name);  // "Is a directory", as read(2) says
+  if (!S_ISREG(st.st_mode)) fail(EINVAL, name + ": " + kind_of(st.st_mode) + ", not a regular file");
+  struct statfs sfs {};
+  if (::fstatfs(fd, &sfs) != 0) fail(errno, name);
+  if (const char* fs = pseudo_fs(sfs)) {
+    fail(EINVAL, name + ": a file on " + fs + ", whose sizes are not its contents");
+  }
+  return static_cast<std::uint64_t>(st.st_size);
+}
+
 regular_file open_regular(const std::filesystem::path& path, int missing_errno) {
   // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer.
   unique_fd fd(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
@@ -75,21 +88,11 @@ regular_file open_regular(const std::filesystem::path& path, int missing_errno) 
     const int err = errno;
     fail(err == ENOENT ? missing_errno : err, path.string());
   }
-  struct stat st {};
-  if (::fstat(fd.get(), &st) != 0) fail(errno, path.string());
-  if (S_ISDIR(st.st_mode)) fail(EISDIR, path.string());  // "Is a directory", as read(2) says
-  if (!S_ISREG(st.st_mode)) {
-    fail(EINVAL, path.string() + ": " + kind_of(st.st_mode) + ", not a regular file");
-  }
-  struct statfs sfs {};
-  if (::fstatfs(fd.get(), &sfs) != 0) fail(errno, path.string());
-  if (const char* fs = pseudo_fs(sfs)) {
-    fail(EINVAL, path.string() + ": a file on " + fs + ", whose sizes are not its contents");
-  }
+  const std::uint64_t size = check_regular(fd.get(), path.string());
   // Regular files ignore O_NONBLOCK for reads; cleared all the same.
   const int flags = ::fcntl(fd.get(), F_GETFL);
   if (flags < 0 || ::fcntl(fd.get(), F_SETFL, flags & ~O_NONBLOCK) != 0) fail(errno, path.string());
-  return {std::move(fd), static_cast<std::uint64_t>(st.st_size)};
+  return {std::move(fd), size};
 }
 
 int pread_exact(int fd, void* buf, std::size_t size, std::uint64_t offset) noexcept {

@@ -47,6 +47,9 @@ struct regular_file {
 // Throws std::system_error: the open's errno (`missing_errno` instead of ENOENT), or EINVAL
 // naming `path` and what it is.
 regular_file open_regular(const std::filesystem::path& path, int missing_errno = ENOENT);
+// The same checks on a descriptor the caller opened (without blocking): regular, on a real
+// filesystem. Returns its size; throws std::system_error EISDIR/EINVAL naming `name`.
+std::uint64_t check_regular(int fd, const std::string& name);
 
 // Reads exactly `size` bytes at `offset`, retrying short reads and EINTR. 0, or an errno
 // (EIO if the file ends first).

@@ -1,7 +1,9 @@
 // Verified reads (kernel: fs/verity/verify.c, fsverity_enqueue_verify_work): the reader
 // thread reads the blocks, a worker of the verification workqueue checks them against the
 // Merkle tree, then the read completes. Also enable(), which writes the sidecar they read.
+#include <fcntl.h>
 #include <fmt/format.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -123,6 +125,9 @@ struct verified_file::impl {
   }
 
   void open(const fs::path& file, const trust_policy& policy, const std::optional<fs::path>& sc);
+  // Steps 2-4 of an open, on checked files.
+  void load(detail::regular_file data, const detail::regular_file& sidecar,
+            const std::string& name, const std::string& side_name, const trust_policy& policy);
 
   // Verifies every data block of `bio` in batches: all its data blocks' hashes at once,
   // then the tree level by level, each level's hash blocks not yet verified hashed
@@ -199,6 +204,12 @@ void verified_file::impl::open(const fs::path& file, const trust_policy& policy,
       fail(ENODATA, side_name + ": no fs-verity sidecar (run `quiesce verity enable`)");
     }
   }();
+  load(std::move(data), sidecar, file.string(), side_name, policy);
+}
+
+void verified_file::impl::load(detail::regular_file data, const detail::regular_file& sidecar,
+                               const std::string& name, const std::string& side_name,
+                               const trust_policy& policy) {
   // The descriptor first: nothing else is read from a sidecar it does not describe.
   const detail::sidecar_header h =
       detail::read_header(sidecar.fd.get(), sidecar.size, data.size, side_name);
@@ -210,7 +221,7 @@ void verified_file::impl::open(const fs::path& file, const trust_policy& policy,
   d = digest_size(t.p.alg);
   per_block = t.p.block_size / d;
   // Then the trust decision, on the descriptor alone: an untrusted tree is never read.
-  trust = detail::check_trust(policy, t.p.alg, file_digest(t), signature, file.string());
+  trust = detail::check_trust(policy, t.p.alg, file_digest(t), signature, name);
   t.tree = detail::read_tree(sidecar.fd.get(), h, side_name);
   t.levels = h.layout.levels;
   verified = std::vector<std::atomic<std::uint64_t>>(t.tree.size() / t.p.block_size / 64 + 1);
@@ -231,6 +242,77 @@ verified_file::verified_file(const fs::path& file, std::shared_ptr<workqueue> ve
   impl_->wq = verify_wq.get();
   impl_->owned_wq = std::move(verify_wq);
   impl_->open(file, trust, sidecar);
+}
+
+namespace {
+
+// A duplicate of `fd` checked as open_regular checks what it opens.
+detail::regular_file dup_regular(int fd, const std::string& name) {
+  detail::unique_fd own(::fcntl(fd, F_DUPFD_CLOEXEC, 0));
+  if (own.get() < 0) fail(errno, name);
+  const std::uint64_t size = detail::check_regular(own.get(), name);
+  return {std::move(own), size};
+}
+
+}  // namespace
+
+verified_file::verified_file(int data_fd, int sidecar_fd, const std::string& name,
+                             workqueue& verify_wq, const trust_policy& trust)
+    : impl_(std::make_unique<impl>()) {
+  impl_->wq = &verify_wq;
+  impl_->path = name;
+  const std::string side_name = name + " (sidecar)";
+  detail::regular_file data = dup_regular(data_fd, name);
+  const detail::regular_file sidecar = dup_regular(sidecar_fd, side_name);
+  impl_->load(std::move(data), sidecar, name, side_name, trust);
+}
+
+const std::array<std::uint8_t, 256>& verified_file::descriptor() const noexcept {
+  return impl_->hashed;
+}
+
+void write_sidecar(int fd, const std::string& name, const merkle_tree& t,
+                   std::span<const std::uint8_t> signature) {
+  if (signature.size() > max_signature_size) {
+    throw std::invalid_argument(
+        fmt::format("signature: {} bytes, at most {}", signature.size(), max_signature_size));
+  }
+  if (!signature.empty() && !detail::is_pkcs7_signature(signature)) {
+    throw std::invalid_argument(
+        "signature: not a DER PKCS#7 signature (as `fsverity sign` writes it)");
+  }
+  const std::vector<std::uint8_t> prefix = detail::sidecar_prefix(descriptor(t), signature);
+  std::uint64_t at = 0;
+  for (std::span<const std::uint8_t> part : {std::span<const std::uint8_t>(prefix),
+                                             std::span<const std::uint8_t>(t.tree)}) {
+    while (!part.empty()) {
+      const ssize_t n = ::pwrite(fd, part.data(), part.size(), static_cast<off_t>(at));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) fail(n < 0 ? errno : EIO, name);
+      part = part.subspan(static_cast<std::size_t>(n));
+      at += static_cast<std::uint64_t>(n);
+    }
+  }
+}
+
+std::optional<sidecar_identity> probe_sidecar(int fd) noexcept {
+  try {
+    struct stat st {};
+    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) ||
+        st.st_size < static_cast<off_t>(detail::descriptor_size)) {
+      return std::nullopt;
+    }
+    std::array<std::uint8_t, 16> head{};
+    if (detail::pread_exact(fd, head.data(), head.size(), 0) != 0) return std::nullopt;
+    std::uint64_t data_size = 0;
+    for (int i = 0; i < 8; ++i)
+      data_size |= std::uint64_t{head[8 + static_cast<std::size_t>(i)]} << (8 * i);
+    const detail::sidecar_header h =
+        detail::read_header(fd, static_cast<std::uint64_t>(st.st_size), data_size, "sidecar");
+    return sidecar_identity{h.hashed, h.data_size};
+  } catch (...) {
+    return std::nullopt;
+  }
 }
 
 verified_file::async_read* verified_file::impl::take_async() {

@@ -196,6 +196,29 @@ TEST_F(Cli, VerityDigestTakesFsverityUtilsSpellings) {
   }
 }
 
+// Every block size fsverity-utils takes, at both ends of its range and for both
+// algorithms (64 .. 65536, and 2^30): the same line, or a refusal where it refuses (sha512
+// below 128 bytes).
+TEST_F(Cli, VerityDigestBlockSizesAreFsverityUtilsRange) {
+  std::vector<std::string> sizes;
+  for (std::size_t bs = 32; bs <= 65536; bs *= 2)
+    sizes.push_back(std::to_string(bs));
+  sizes.push_back(std::to_string(std::size_t{1} << 30));
+  for (const char* alg : {"sha256", "sha512"}) {
+    for (const std::string& bs : sizes) {
+      const std::string args = std::string(" --hash-alg=") + alg + " --block-size=" + bs;
+      const result ours = run("verity digest " + file_.string() + args, true);
+      const result theirs = run_shell("fsverity digest " + file_.string() + args + " 2>&1");
+      if (theirs.code != 0) {
+        EXPECT_EQ(ours.code, 2) << args << ": " << ours.out;
+        continue;
+      }
+      EXPECT_EQ(ours.code, 0) << args << ": " << ours.out;
+      EXPECT_EQ(ours.out, theirs.out) << args;
+    }
+  }
+}
+
 // ... and refuses what fsverity-utils refuses, naming the value as given.
 TEST_F(Cli, VerityDigestRefusesWhatFsverityUtilsRefuses) {
   for (const auto& [args, says] :

@@ -258,13 +258,18 @@ struct mount_cli {
   std::string source, mountpoint;
   mount::verity_mount_options options;
   std::vector<std::string> certs;
+  std::vector<std::string> o_lists;  // each -o
+  bool foreground = false;
 };
 
 void run_mount(const mount_cli& m) {
   mount::verity_mount_options o = m.options;
+  o.foreground = m.foreground || o.debug;
   for (const std::string& c : m.certs)
     o.certs.emplace_back(c);
   try {
+    for (const std::string& list : m.o_lists)
+      mount::parse_mount_options(list, o);
     mount::serve_verity_mount(m.source, m.mountpoint, o, [&] {
       fmt::print(stderr,
                  "quiesce verity mount: {} on {} ({} queue); unmount with fusermount3 -u {}\n",
@@ -301,8 +306,10 @@ const command_registrar verity_command{
        digest->add_option("FILE", o->files, "Files to digest")->required();
        digest->add_option("--hash-alg", o->hash_alg, "sha256 | sha512 (or 1 | 2)")
            ->capture_default_str();
+       // fsverity-utils' range: any power of two from twice the digest size (validate())
+       // up to 2^30; `enable` keeps the kernel's lower bound.
        add_number(digest, "--block-size", o->block_size, "Merkle tree block size (a power of two)",
-                  number_range<std::size_t>{1024, verity::max_block_size});
+                  number_range<std::size_t>{1, verity::max_block_size});
        digest->add_option("--salt", o->salt, "Salt, as hex (up to 32 bytes; empty: none)")
            ->expected(0, 1);
        digest->add_option("--out-merkle-tree", o->out_tree, "Write the Merkle tree here");
@@ -354,7 +361,8 @@ const command_registrar verity_command{
            "mount",
            "Show SOURCE at MOUNTPOINT through FUSE with fs-verity: files with a sidecar read "
            "only verified bytes, and fsverity-utils (measure, enable) and lsattr work on them; "
-           "runs until unmounted or interrupted");
+           "returns once mounted and serves in the background until unmounted (-f: in the "
+           "foreground, until unmounted or interrupted)");
        mnt->add_option("SOURCE", m->source, "The directory to show")->required();
        mnt->add_option("MOUNTPOINT", m->mountpoint, "An empty directory")->required();
        mnt->add_flag("--unbound", m->options.unbound,
@@ -366,8 +374,14 @@ const command_registrar verity_command{
        mnt->add_flag("--require-signatures", m->options.require_signatures,
                      "A verity file without a valid signature by a --cert certificate cannot be "
                      "opened, nor can one be enabled without a signature");
-       mnt->add_flag("--foreground", m->options.foreground,
-                     "Stay in the foreground (the only mode: run it in the background with &)");
+       mnt->add_flag("-f,--foreground", m->foreground,
+                     "Stay in the foreground (default: return once the mount is ready and serve "
+                     "it in the background, as sshfs does)");
+       mnt->add_option("-o", m->o_lists,
+                       "Mount options, comma-separated, as mount(8) and fstab pass them: ro, "
+                       "allow_other, cert=FILE, require_signatures, unbound, auto_unmount, "
+                       "noauto_unmount, nosuid, nodev, noexec, noatime, ...; repeatable")
+           ->allow_extra_args(false);
        mnt->add_flag("--debug", m->options.debug, "libfuse's request log on stderr");
        mnt->callback([m] { run_mount(*m); });
 

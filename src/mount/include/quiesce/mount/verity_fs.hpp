@@ -50,10 +50,28 @@ struct verity_mount_options {
   bool unbound = false;  // the pre-patch queue (unbound | highpri), else the patch's
   bool require_signatures = false;
   std::vector<std::filesystem::path> certs;  // trusted certificates (PEM)
-  bool foreground = true;                    // the daemon stays in the caller's process
+  bool foreground = true;                    // serve in the caller's process (else daemonize)
   bool debug = false;                        // libfuse's request log on stderr
   bool handle_signals = true;  // SIGINT, SIGTERM and SIGHUP end serve() (libfuse's handlers)
+  bool read_only = false;      // -o ro: EROFS for every change (the kernel's), enable too
+  // Other users may use the mount (FUSE's allow_other). Default: when the daemon is root.
+  // A non-root daemon may ask for it only where /etc/fuse.conf says user_allow_other.
+  std::optional<bool> allow_other;
+  // A daemon that dies without unmounting (SIGKILL, a crash) leaves no mount: libfuse's
+  // auto_unmount (a fusermount3 process watches the connection).
+  bool auto_unmount = true;
+  // Mount flags passed to the kernel as given: nosuid, nodev, noexec, noatime, ...
+  std::vector<std::string> mount_flags;
 };
+
+// Parses one `-o` argument (comma-separated, as mount(8) and mount.fuse3 pass it) into `o`:
+// ro, rw, allow_other, default_permissions (always on), cert=FILE, require_signatures,
+// unbound, auto_unmount, noauto_unmount, debug, the kernel's generic flags (suid, nosuid,
+// dev, nodev, exec, noexec, atime, noatime, diratime, nodiratime, relatime, norelatime,
+// strictatime, sync, async, dirsync, lazytime), and what fstab and mount(8) hand helpers
+// and mean nothing here (defaults, auto, noauto, user, nouser, users, _netdev, nofail,
+// x-*, comment=*). Throws mount_error (exit 2) naming anything else.
+void parse_mount_options(const std::string& list, verity_mount_options& o);
 
 // A mount that cannot be set up; `exit_code` 2 for the caller's mistakes (a missing
 // /dev/fuse, a missing or non-empty mountpoint, SOURCE not a directory, no permission).
@@ -68,10 +86,14 @@ struct mount_error : std::runtime_error {
 std::optional<std::string> verity_mount_refusal(const std::filesystem::path& source,
                                                 const std::filesystem::path& mountpoint);
 
-// A mounted filesystem. The constructor mounts (throws mount_error); serve() answers
-// requests on libfuse's threads until the filesystem is unmounted (fusermount3 -u, umount,
-// unmount() from another thread, or - with handle_signals - SIGINT, SIGTERM or SIGHUP);
-// the destructor unmounts if serve() did not.
+// A mounted filesystem. The constructor mounts (throws mount_error) and starts no thread;
+// serve() starts the verification queues and answers requests on libfuse's threads until
+// the filesystem is unmounted (fusermount3 -u, umount, unmount() from another thread, or -
+// with handle_signals - SIGINT, SIGTERM or SIGHUP). Teardown, in this order: libfuse's
+// threads end; every read handed to the verification queue is answered; the handles still
+// open are freed; the queues stop; the filesystem is unmounted and only then the session
+// destroyed - no reply is ever sent on a destroyed session. The destructor unmounts if
+// serve() did not.
 class verity_mount {
  public:
   verity_mount(const std::filesystem::path& source, const std::filesystem::path& mountpoint,
@@ -91,7 +113,9 @@ class verity_mount {
 };
 
 // Mounts and serves until unmounted (or a signal, as above); `mounted` (if set) is called
-// once the mount is in place. Throws mount_error.
+// once the mount is in place. Unless o.foreground, the process then daemonizes (as sshfs
+// does): the caller's process exits 0 with the mount ready, a child serves it. Throws
+// mount_error.
 void serve_verity_mount(const std::filesystem::path& source,
                         const std::filesystem::path& mountpoint, const verity_mount_options& o,
                         const std::function<void()>& mounted = {});

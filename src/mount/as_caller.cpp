@@ -1,0 +1,101 @@
+// Running one operation as the request's caller (fs.hpp: as_caller): this thread's
+// filesystem uid and gid, its supplementary groups and its capabilities - each switched
+// with the raw system call, which changes the calling thread alone (glibc's setgroups
+// would change every thread of the process).
+#include <fcntl.h>
+#include <linux/capability.h>
+#include <sys/fsuid.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "fs.hpp"
+
+namespace quiesce::mount::detail {
+
+namespace {
+
+[[noreturn]] void die(const char* what) {
+  std::fprintf(stderr, "quiesce verity mount: %s: %s - cannot serve requests safely\n", what,
+               std::strerror(errno));
+  std::abort();
+}
+
+struct caps {
+  __user_cap_header_struct head{_LINUX_CAPABILITY_VERSION_3, 0};
+  __user_cap_data_struct data[2]{};
+};
+
+caps get_caps() {
+  caps c;
+  if (::syscall(SYS_capget, &c.head, c.data) != 0) die("capget");
+  return c;
+}
+
+void set_caps(caps c) {
+  c.head = {_LINUX_CAPABILITY_VERSION_3, 0};
+  if (::syscall(SYS_capset, &c.head, c.data) != 0) die("capset");
+}
+
+void set_groups(const std::vector<gid_t>& groups) {
+  if (::syscall(SYS_setgroups, groups.size(), groups.data()) != 0) die("setgroups");
+}
+
+// The identity a thread runs with between requests: the daemon's (root).
+thread_local std::vector<gid_t> root_groups;
+thread_local caps root_caps;
+
+}  // namespace
+
+as_caller::as_caller(fuse_req_t req) {
+  const filesystem& f = fs_of(req);
+  if (!f.switch_creds) return;
+  const fuse_ctx* ctx = fuse_req_ctx(req);
+  if (ctx->uid == 0) return;
+  std::vector<gid_t> groups(64);
+  int n = fuse_req_getgroups(req, static_cast<int>(groups.size()), groups.data());
+  if (n > static_cast<int>(groups.size())) {
+    groups.resize(static_cast<std::size_t>(n));
+    n = fuse_req_getgroups(req, n, groups.data());
+  }
+  // Without the caller's groups (it exited), none: never root's.
+  groups.resize(n > 0 ? static_cast<std::size_t>(n) : 0);
+  root_caps = get_caps();
+  root_groups.resize(static_cast<std::size_t>(::getgroups(0, nullptr)));
+  if (::getgroups(static_cast<int>(root_groups.size()), root_groups.data()) < 0) die("getgroups");
+  set_groups(groups);
+  ::setfsgid(ctx->gid);
+  ::setfsuid(ctx->uid);
+  if (static_cast<uid_t>(::setfsuid(static_cast<uid_t>(-1))) != ctx->uid) die("setfsuid");
+  if (static_cast<gid_t>(::setfsgid(static_cast<gid_t>(-1))) != ctx->gid) die("setfsgid");
+  // No capability in effect: the source checks this operation as the caller's own (root's
+  // CAP_SYS_ADMIN would set trusted.* xattrs, CAP_SETFCAP file capabilities...).
+  caps none = root_caps;
+  none.data[0].effective = none.data[1].effective = 0;
+  set_caps(none);
+  switched_ = true;
+}
+
+as_caller::~as_caller() {
+  if (!switched_) return;
+  set_caps(root_caps);
+  ::setfsuid(0);
+  ::setfsgid(0);
+  if (::setfsuid(static_cast<uid_t>(-1)) != 0 || ::setfsgid(static_cast<gid_t>(-1)) != 0) {
+    die("setfsuid back to root");
+  }
+  set_groups(root_groups);
+}
+
+int as_caller::may_write(int path_fd) const {
+  // As the caller (this object switched to them): faccessat with AT_EACCESS checks with
+  // the filesystem ids and capabilities in effect, as the kernel's enable does.
+  return ::faccessat(AT_FDCWD, proc_path(path_fd).c_str(), W_OK, AT_EACCESS) == 0 ? 0 : errno;
+}
+
+}  // namespace quiesce::mount::detail

@@ -1,0 +1,270 @@
+// The state of the FUSE filesystem behind `quiesce verity mount` (internal to src/mount):
+// source inodes (identity), the nodes the kernel knows (an identity shown in one verity
+// state), open handles, and running an operation as the request's caller.
+//
+// Security model (the threat model in verity_fs.hpp): every name is resolved once,
+// relative to a held O_PATH descriptor of its directory, without following symlinks; an
+// operation on a node reaches the inode that descriptor holds, never a path rebuilt later.
+// Verity is a property of the inode (dev, ino): a sidecar found under any of its names, or
+// an enable through the mount, makes every name of it a verity file.
+//
+// Page-cache invariant: a node is (identity, verity descriptor or none), and the kernel
+// keeps one page cache per node. A verity node's handles read only through its descriptor's
+// verified_file, so every page of a verity node's cache was verified against that
+// descriptor: its opens may keep the cache (keep_cache). A plain node's cache may hold
+// unverified pages; it is dropped at every open, and after an enable turns its inode into a
+// verity file (notify_inval_inode) - from then on its handles' reads are verified too. When
+// the inode's verity changes, lookups give a new node, and an open of a node whose state
+// is no longer the inode's answers ESTALE (the kernel then looks the name up again).
+//
+// Locking legend: I = set before the node or filesystem is shared, read-only after;
+// T = filesystem::table held; V = identity::lock held; A = atomic. Lock order: table, then
+// an identity's publish lock, then its lock. No lock is held across a call into libfuse
+// that waits for the kernel (notify_inval_inode), nor across building a tree.
+#pragma once
+
+#define FUSE_USE_VERSION 312
+#include <fuse3/fuse_lowlevel.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <shared_mutex>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "../base/thread_annotations.hpp"
+#include "quiesce/mount/verity_fs.hpp"
+#include "quiesce/verity.hpp"
+#include "quiesce/workqueue.hpp"
+
+namespace quiesce::mount::detail {
+
+using verity::verified_file;
+using descriptor = std::array<std::uint8_t, 256>;  // sig_size zeroed
+
+// An owned descriptor.
+class fd_t {
+ public:
+  fd_t() = default;
+  explicit fd_t(int fd) noexcept : fd_(fd) {}
+  fd_t(fd_t&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
+  fd_t& operator=(fd_t&& o) noexcept {
+    if (this != &o) {
+      reset();
+      fd_ = std::exchange(o.fd_, -1);
+    }
+    return *this;
+  }
+  fd_t(const fd_t&) = delete;
+  fd_t& operator=(const fd_t&) = delete;
+  ~fd_t() { reset(); }
+  int get() const noexcept { return fd_; }
+  explicit operator bool() const noexcept { return fd_ >= 0; }
+  void reset() noexcept {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+  }
+  int release() noexcept { return std::exchange(fd_, -1); }
+
+ private:
+  int fd_ = -1;
+};
+
+// "/proc/self/fd/N": reopens the inode `fd` holds (a magic link, not a path walk).
+std::string proc_path(int fd);
+
+// One source inode, shared by the nodes that show it.
+struct identity {
+  identity(dev_t d, ino_t i, fd_t path) : dev(d), ino(i), path_fd(std::move(path)) {}
+  const dev_t dev;     // I
+  const ino_t ino;     // I
+  const fd_t path_fd;  // I: O_PATH|O_NOFOLLOW
+
+  quiesce::detail::mutex lock;
+  // The verity the inode is known to have (a sidecar found under one of its names, or an
+  // enable through the mount) and an open descriptor of that sidecar.
+  std::optional<descriptor> desc QUIESCE_GUARDED_BY(lock);
+  fd_t sidecar QUIESCE_GUARDED_BY(lock);
+  // Its verified_file while handles of the inode are open: shared by their reads.
+  std::shared_ptr<verified_file> file QUIESCE_GUARDED_BY(lock);
+  int opens QUIESCE_GUARDED_BY(lock) = 0;    // handles open, any node
+  int writers QUIESCE_GUARDED_BY(lock) = 0;  // writable handles (a mapping holds one)
+  bool enabling QUIESCE_GUARDED_BY(lock) = false;
+  // Plain reads hold it shared from their check to their reply; an enable holds it
+  // exclusively to publish the inode's verity, so no plain read is in flight afterwards.
+  std::shared_mutex publish;
+};
+
+// A node the kernel knows: an identity in one verity state.
+struct node {
+  fuse_ino_t id = 0;                // I
+  std::shared_ptr<identity> who;    // I
+  mode_t type = 0;                  // I: S_IFMT bits
+  std::optional<descriptor> desc;   // I: the verity this node shows (none: plain)
+  std::uint64_t nlookup = 0;        // T
+  // The name it was last looked up, created or renamed under (enable places the sidecar
+  // next to it).
+  std::shared_ptr<node> parent;  // T
+  std::string name;              // T
+  int fd() const noexcept { return who->path_fd.get(); }
+  bool is_dir() const noexcept { return S_ISDIR(type); }
+  bool is_reg() const noexcept { return S_ISREG(type); }
+};
+
+// One open file.
+struct handle {
+  std::shared_ptr<node> n;  // I
+  fd_t fd;                  // I
+  int flags = 0;            // I: the open's flags
+  bool writable = false;    // I: counted in the identity's writers
+  // Set at the open of a verity node, or at the first read after the inode became a
+  // verity file; then never changed.
+  std::shared_ptr<verified_file> verity;  // V (n->who->lock)
+};
+
+// An open directory: its descriptor and a snapshot of its entries (sidecars left out).
+struct dir_handle {
+  fd_t fd;
+  struct entry {
+    std::string name;
+    mode_t type;
+    ino_t ino;
+  };
+  std::vector<entry> entries;
+};
+
+struct filesystem {
+  std::filesystem::path source;       // I
+  verity::trust_policy trust;         // I
+  bool require_signatures = false;    // I
+  bool read_only = false;             // I
+  bool switch_creds = false;          // I: root daemon: operations run as their caller
+  uid_t self_uid = 0;                 // I: the daemon's euid (owner of the sidecars it writes)
+  std::unique_ptr<workqueue> verify_wq;  // I: reads (the seed's queue)
+  std::unique_ptr<workqueue> enable_wq;  // I: tree building for FS_IOC_ENABLE_VERITY
+  fuse_session* se = nullptr;            // I
+
+  quiesce::detail::mutex table;
+  std::unordered_map<fuse_ino_t, std::shared_ptr<node>> nodes QUIESCE_GUARDED_BY(table);
+  std::map<std::string, fuse_ino_t> by_key QUIESCE_GUARDED_BY(table);
+  std::map<std::pair<dev_t, ino_t>, std::weak_ptr<identity>> identities QUIESCE_GUARDED_BY(table);
+  std::set<handle*> handles QUIESCE_GUARDED_BY(table);  // open, for teardown
+  fuse_ino_t next_id QUIESCE_GUARDED_BY(table) = FUSE_ROOT_ID + 1;
+
+  // Sets up the root node: `source`'s O_PATH descriptor. Throws std::system_error.
+  void init_root();
+  std::shared_ptr<node> node_of(fuse_ino_t id);
+  // Resolves `name` in `parent` (O_PATH|O_NOFOLLOW), decides its verity state, and
+  // remembers the node (nlookup + 1). 0 or an errno; `st` gets the source's attributes.
+  int lookup(const std::shared_ptr<node>& parent, const char* name, std::shared_ptr<node>& out,
+             struct stat& st);
+  // Remembers the inode open at `path` (its O_PATH descriptor) as `parent`/`name`, in the
+  // verity state the sidecar `by_name` (if any) or the inode's known verity gives it.
+  std::shared_ptr<node> remember(fd_t path, const struct stat& st,
+                                 const std::shared_ptr<node>& parent, const std::string& name,
+                                 std::optional<std::pair<descriptor, fd_t>> by_name);
+  void forget(fuse_ino_t id, std::uint64_t n);
+  // Where a name moved (rename): nodes last seen under the old name follow it.
+  void renamed(const std::shared_ptr<node>& parent, const std::string& name,
+               const std::shared_ptr<node>& new_parent, const std::string& new_name);
+  // The verified_file of `who`'s known verity, opened if needed (under its lock).
+  std::shared_ptr<verified_file> verity_file(identity& who) QUIESCE_REQUIRES(who.lock);
+  // Drops the page cache of every node of `who` (after its verity changed).
+  void invalidate(const identity& who);
+  // Frees every handle still open (teardown, after the queues are idle).
+  void drop_handles();
+};
+
+filesystem& fs_of(fuse_req_t req);
+
+// ---- names -----------------------------------------------------------------------------
+
+inline constexpr const char* sidecar_suffix = ".verity";
+bool has_sidecar_suffix(const std::string& name);
+// The sidecar named `name` in the directory `dir_fd`, recognised by its content
+// (verity::probe_sidecar) and owned by the daemon or by the owner of the file it belongs
+// to: its descriptor and an open (read-only) descriptor. Never blocks, never follows a
+// symlink.
+std::optional<std::pair<descriptor, fd_t>> sidecar_at(const filesystem& f, int dir_fd,
+                                                      const std::string& name);
+// The sidecar of the file `name` in `dir_fd` (name + ".verity").
+std::optional<std::pair<descriptor, fd_t>> sidecar_of(const filesystem& f, int dir_fd,
+                                                      const std::string& name);
+// A name the mount keeps for itself: an existing sidecar.
+bool is_hidden(const filesystem& f, int dir_fd, const std::string& name);
+
+// ---- the caller ------------------------------------------------------------------------
+
+// While alive, this thread's filesystem uid, gid and supplementary groups are the
+// request's caller's, with no capability in effect: the source filesystem checks the
+// operation as it would the caller's own, and what it creates is the caller's. Nothing
+// when the daemon is not root or the caller is root. A switch that cannot be made or
+// undone aborts: a thread left with the wrong identity must not serve another request.
+class as_caller {
+ public:
+  explicit as_caller(fuse_req_t req);
+  ~as_caller();
+  as_caller(const as_caller&) = delete;
+  as_caller& operator=(const as_caller&) = delete;
+  // Whether the caller may write the inode held by `path_fd` (the kernel's
+  // file_permission(MAY_WRITE)): 0 or EACCES/EPERM/EROFS.
+  int may_write(int path_fd) const;
+
+ private:
+  bool switched_ = false;
+};
+
+// ---- operations (ops_*.cpp) --------------------------------------------------------------
+
+fuse_entry_param entry_of(const node& n, const struct stat& st);
+constexpr double attr_timeout = 1.0;  // seconds, attributes and names
+
+void op_lookup(fuse_req_t, fuse_ino_t, const char*);
+void op_forget(fuse_req_t, fuse_ino_t, std::uint64_t);
+void op_forget_multi(fuse_req_t, std::size_t, fuse_forget_data*);
+void op_getattr(fuse_req_t, fuse_ino_t, fuse_file_info*);
+void op_setattr(fuse_req_t, fuse_ino_t, struct stat*, int, fuse_file_info*);
+void op_readlink(fuse_req_t, fuse_ino_t);
+void op_mknod(fuse_req_t, fuse_ino_t, const char*, mode_t, dev_t);
+void op_mkdir(fuse_req_t, fuse_ino_t, const char*, mode_t);
+void op_symlink(fuse_req_t, const char*, fuse_ino_t, const char*);
+void op_link(fuse_req_t, fuse_ino_t, fuse_ino_t, const char*);
+void op_unlink(fuse_req_t, fuse_ino_t, const char*);
+void op_rmdir(fuse_req_t, fuse_ino_t, const char*);
+void op_rename(fuse_req_t, fuse_ino_t, const char*, fuse_ino_t, const char*, unsigned);
+void op_statfs(fuse_req_t, fuse_ino_t);
+void op_setxattr(fuse_req_t, fuse_ino_t, const char*, const char*, std::size_t, int);
+void op_getxattr(fuse_req_t, fuse_ino_t, const char*, std::size_t);
+void op_listxattr(fuse_req_t, fuse_ino_t, std::size_t);
+void op_removexattr(fuse_req_t, fuse_ino_t, const char*);
+void op_opendir(fuse_req_t, fuse_ino_t, fuse_file_info*);
+void op_readdir(fuse_req_t, fuse_ino_t, std::size_t, off_t, fuse_file_info*);
+void op_releasedir(fuse_req_t, fuse_ino_t, fuse_file_info*);
+void op_fsyncdir(fuse_req_t, fuse_ino_t, int, fuse_file_info*);
+
+void op_open(fuse_req_t, fuse_ino_t, fuse_file_info*);
+void op_create(fuse_req_t, fuse_ino_t, const char*, mode_t, fuse_file_info*);
+void op_read(fuse_req_t, fuse_ino_t, std::size_t, off_t, fuse_file_info*);
+void op_write(fuse_req_t, fuse_ino_t, const char*, std::size_t, off_t, fuse_file_info*);
+void op_flush(fuse_req_t, fuse_ino_t, fuse_file_info*);
+void op_fsync(fuse_req_t, fuse_ino_t, int, fuse_file_info*);
+void op_release(fuse_req_t, fuse_ino_t, fuse_file_info*);
+void op_fallocate(fuse_req_t, fuse_ino_t, int, off_t, off_t, fuse_file_info*);
+void op_copy_file_range(fuse_req_t, fuse_ino_t, off_t, fuse_file_info*, fuse_ino_t, off_t,
+                        fuse_file_info*, std::size_t, int);
+void op_lseek(fuse_req_t, fuse_ino_t, off_t, int, fuse_file_info*);
+
+void op_ioctl(fuse_req_t, fuse_ino_t, unsigned int, void*, fuse_file_info*, unsigned,
+              const void*, std::size_t, std::size_t);
+
+}  // namespace quiesce::mount::detail

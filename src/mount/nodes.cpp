@@ -1,0 +1,227 @@
+// The node table of `quiesce verity mount` (fs.hpp): resolving a name once, deciding the
+// verity state of what it names, and remembering the node the kernel will refer to.
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstring>
+#include <system_error>
+
+#include "fs.hpp"
+#include "quiesce/log.hpp"
+
+namespace quiesce::mount::detail {
+
+std::string proc_path(int fd) {
+  return fmt::format("/proc/self/fd/{}", fd);
+}
+
+filesystem& fs_of(fuse_req_t req) {
+  return *static_cast<filesystem*>(fuse_req_userdata(req));
+}
+
+bool has_sidecar_suffix(const std::string& name) {
+  const std::size_t n = std::strlen(sidecar_suffix);
+  return name.size() > n && name.compare(name.size() - n, n, sidecar_suffix) == 0;
+}
+
+std::optional<std::pair<descriptor, fd_t>> sidecar_at(const filesystem& f, int dir_fd,
+                                                      const std::string& name) {
+  if (!has_sidecar_suffix(name)) return std::nullopt;
+  // O_NONBLOCK: a FIFO put there must not hold this thread; O_NOFOLLOW: a symlink is not one.
+  fd_t fd(::openat(dir_fd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY));
+  if (!fd) return std::nullopt;
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) return std::nullopt;
+  // Only the daemon (which writes sidecars) or the file's owner may make one: another user
+  // who can write the directory (a sticky /tmp-like one) cannot turn someone's file into a
+  // verity file.
+  if (st.st_uid != f.self_uid) {
+    const std::string base = name.substr(0, name.size() - std::strlen(sidecar_suffix));
+    struct stat data {};
+    if (::fstatat(dir_fd, base.c_str(), &data, AT_SYMLINK_NOFOLLOW) != 0 ||
+        data.st_uid != st.st_uid) {
+      return std::nullopt;
+    }
+  }
+  const auto id = verity::probe_sidecar(fd.get());
+  if (!id) return std::nullopt;
+  return std::make_pair(id->descriptor, std::move(fd));
+}
+
+std::optional<std::pair<descriptor, fd_t>> sidecar_of(const filesystem& f, int dir_fd,
+                                                      const std::string& name) {
+  return sidecar_at(f, dir_fd, name + sidecar_suffix);
+}
+
+bool is_hidden(const filesystem& f, int dir_fd, const std::string& name) {
+  return sidecar_at(f, dir_fd, name).has_value();
+}
+
+namespace {
+
+std::string key_of(dev_t dev, ino_t ino, const std::optional<descriptor>& desc) {
+  std::string k = fmt::format("{}:{}", dev, ino);
+  if (desc) k.append(reinterpret_cast<const char*>(desc->data()), desc->size());
+  return k;
+}
+
+}  // namespace
+
+void filesystem::init_root() {
+  fd_t fd(::open(source.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+  if (!fd) throw std::system_error(errno, std::generic_category(), source.string());
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0) {
+    throw std::system_error(errno, std::generic_category(), source.string());
+  }
+  auto who = std::make_shared<identity>(st.st_dev, st.st_ino, std::move(fd));
+  auto root = std::make_shared<node>();
+  root->id = FUSE_ROOT_ID;
+  root->who = who;
+  root->type = S_IFDIR;
+  root->nlookup = 1;
+  quiesce::detail::lock_guard g(table);
+  identities[{st.st_dev, st.st_ino}] = who;
+  by_key[key_of(st.st_dev, st.st_ino, std::nullopt)] = FUSE_ROOT_ID;
+  nodes[FUSE_ROOT_ID] = std::move(root);
+}
+
+std::shared_ptr<node> filesystem::node_of(fuse_ino_t id) {
+  quiesce::detail::lock_guard g(table);
+  const auto it = nodes.find(id);
+  return it == nodes.end() ? nullptr : it->second;
+}
+
+int filesystem::lookup(const std::shared_ptr<node>& parent, const char* name,
+                       std::shared_ptr<node>& out, struct stat& st) {
+  if (!parent->is_dir()) return ENOTDIR;
+  const std::string n = name;
+  // The kernel resolves "." and ".." itself; either here would climb out of a held directory.
+  if (n == "." || n == ".." || n.find('/') != std::string::npos) return EINVAL;
+  if (is_hidden(*this, parent->fd(), n)) return ENOENT;
+  fd_t fd(::openat(parent->fd(), name, O_PATH | O_NOFOLLOW | O_CLOEXEC));
+  if (!fd) return errno;
+  if (::fstatat(fd.get(), "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) != 0) return errno;
+  std::optional<std::pair<descriptor, fd_t>> by_name;
+  if (S_ISREG(st.st_mode)) by_name = sidecar_of(*this, parent->fd(), n);
+  out = remember(std::move(fd), st, parent, n, std::move(by_name));
+  return 0;
+}
+
+std::shared_ptr<node> filesystem::remember(fd_t path, const struct stat& st,
+                                           const std::shared_ptr<node>& parent,
+                                           const std::string& name,
+                                           std::optional<std::pair<descriptor, fd_t>> by_name) {
+  std::shared_ptr<verified_file> dropped;  // an outdated verified_file, freed unlocked
+  quiesce::detail::lock_guard g(table);
+  std::shared_ptr<identity> who = identities[{st.st_dev, st.st_ino}].lock();
+  if (!who) {
+    who = std::make_shared<identity>(st.st_dev, st.st_ino, std::move(path));
+    identities[{st.st_dev, st.st_ino}] = who;
+  }
+  std::optional<descriptor> desc;
+  {
+    quiesce::detail::lock_guard v(who->lock);
+    if (by_name && who->desc != by_name->first) {
+      // A sidecar under this name that the inode was not known to have (or another one):
+      // from now on it is the inode's verity. Nodes of the old state answer ESTALE.
+      who->desc = by_name->first;
+      who->sidecar = std::move(by_name->second);
+      dropped = std::move(who->file);
+    }
+    desc = who->desc;
+  }
+  const std::string key = key_of(st.st_dev, st.st_ino, desc);
+  std::shared_ptr<node> n;
+  if (const auto it = by_key.find(key); it != by_key.end()) {
+    n = nodes.at(it->second);
+  } else {
+    n = std::make_shared<node>();
+    n->id = next_id++;
+    n->who = who;
+    n->type = st.st_mode & S_IFMT;
+    n->desc = desc;
+    by_key[key] = n->id;
+    nodes[n->id] = n;
+  }
+  ++n->nlookup;
+  if (n->id != FUSE_ROOT_ID) {
+    n->parent = parent;
+    n->name = name;
+  }
+  return n;
+}
+
+void filesystem::forget(fuse_ino_t id, std::uint64_t count) {
+  std::shared_ptr<node> gone;  // freed unlocked
+  quiesce::detail::lock_guard g(table);
+  const auto it = nodes.find(id);
+  if (it == nodes.end() || id == FUSE_ROOT_ID) return;
+  node& n = *it->second;
+  n.nlookup -= std::min(count, n.nlookup);
+  if (n.nlookup > 0) return;
+  by_key.erase(key_of(n.who->dev, n.who->ino, n.desc));
+  const std::pair<dev_t, ino_t> who{n.who->dev, n.who->ino};
+  gone = std::move(it->second);
+  nodes.erase(it);
+  // The identity goes with its last node (handles hold nodes, so none is open).
+  if (gone.use_count() == 1 && gone->who.use_count() == 1) identities.erase(who);
+}
+
+void filesystem::renamed(const std::shared_ptr<node>& parent, const std::string& name,
+                         const std::shared_ptr<node>& new_parent, const std::string& new_name) {
+  quiesce::detail::lock_guard g(table);
+  for (auto& [id, n] : nodes) {
+    if (n->parent == parent && n->name == name) {
+      n->parent = new_parent;
+      n->name = new_name;
+    }
+  }
+}
+
+std::shared_ptr<verified_file> filesystem::verity_file(identity& who) {
+  if (!who.desc) return nullptr;
+  if (!who.file) {
+    // The data through the held inode, never a path: a file renamed or replaced since is
+    // not what opens.
+    fd_t data(::open(proc_path(who.path_fd.get()).c_str(),
+                     O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
+    if (!data) throw std::system_error(errno, std::generic_category(), "verity file");
+    auto v = std::make_shared<verified_file>(
+        data.get(), who.sidecar.get(), fmt::format("inode {}:{}", who.dev, who.ino),
+        *verify_wq, trust);
+    // The sidecar may have been rewritten in place since it was recognised.
+    if (v->descriptor() != *who.desc) {
+      throw std::system_error(ESTALE, std::generic_category(),
+                              "the sidecar changed since it was looked up");
+    }
+    who.file = std::move(v);
+  }
+  return who.file;
+}
+
+void filesystem::invalidate(const identity& who) {
+  std::vector<fuse_ino_t> ids;
+  {
+    quiesce::detail::lock_guard g(table);
+    for (const auto& [id, n] : nodes) {
+      if (n->who.get() == &who) ids.push_back(id);
+    }
+  }
+  for (const fuse_ino_t id : ids)
+    fuse_lowlevel_notify_inval_inode(se, id, 0, 0);
+}
+
+void filesystem::drop_handles() {
+  std::set<handle*> left;
+  {
+    quiesce::detail::lock_guard g(table);
+    left.swap(handles);
+  }
+  for (handle* h : left)
+    delete h;
+}
+
+}  // namespace quiesce::mount::detail

@@ -1,0 +1,281 @@
+// The fs-verity ioctls of `quiesce verity mount` (fs.hpp), with the kernel's rules and
+// errno values (fs/verity/enable.c, measure.c): FS_IOC_ENABLE_VERITY, FS_IOC_MEASURE_VERITY,
+// FS_IOC_GETFLAGS; FS_IOC_READ_VERITY_METADATA is refused.
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <linux/fs.h>
+#include <linux/fsverity.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <mutex>
+#include <random>
+#include <shared_mutex>
+#include <system_error>
+
+#include "fs.hpp"
+#include "quiesce/log.hpp"
+
+namespace quiesce::mount::detail {
+
+namespace {
+
+// The kernel's FS_VERITY_MAX_SIGNATURE_SIZE.
+constexpr std::size_t kMaxSignature = 16128;
+// Level-0 hashes an enable may hold (the tree is built in memory, and a verified_file keeps
+// it): 256 MiB, a 32 GiB file with 4 KiB blocks and SHA-256. Beyond it: EFBIG.
+constexpr std::uint64_t kMaxLevel0Bytes = std::uint64_t{256} << 20;
+
+bool is_power_of_2(std::uint64_t v) {
+  return v != 0 && (v & (v - 1)) == 0;
+}
+
+void warn(const std::string& what) {
+  log(log_level::warning, "quiesce verity mount: enable: " + what);
+}
+
+// The verified_file a handle's reads and measure use (fs.hpp: handle::verity).
+std::shared_ptr<verified_file> verity_of(filesystem& f, handle& h) {
+  identity& id = *h.n->who;
+  quiesce::detail::lock_guard g(id.lock);
+  if (!h.verity && id.desc) h.verity = f.verity_file(id);
+  return h.verity;
+}
+
+void measure(fuse_req_t req, filesystem& f, handle* h, const void* in, std::size_t in_size,
+             std::size_t out_size) {
+  std::shared_ptr<verified_file> v;
+  try {
+    if (h) v = verity_of(f, *h);
+  } catch (const std::system_error& e) {
+    return (void)fuse_reply_err(req, e.code().value());
+  }
+  if (!v) return (void)fuse_reply_err(req, ENODATA);
+  if (in_size < sizeof(fsverity_digest) || out_size < sizeof(fsverity_digest)) {
+    return (void)fuse_reply_err(req, EINVAL);
+  }
+  fsverity_digest head{};
+  std::memcpy(&head, in, sizeof head);
+  const std::vector<std::uint8_t> digest = v->digest();
+  if (head.digest_size < digest.size()) return (void)fuse_reply_err(req, EOVERFLOW);
+  std::vector<std::uint8_t> out(sizeof(fsverity_digest) + digest.size());
+  head.digest_algorithm = static_cast<std::uint16_t>(v->tree().p.alg);
+  head.digest_size = static_cast<std::uint16_t>(digest.size());
+  std::memcpy(out.data(), &head, sizeof head);
+  std::memcpy(out.data() + sizeof head, digest.data(), digest.size());
+  if (out.size() > out_size) return (void)fuse_reply_err(req, EOVERFLOW);
+  fuse_reply_ioctl(req, 0, out.data(), out.size());
+}
+
+// The sidecar being written: an unnamed file in the directory (O_TMPFILE), or where the
+// source filesystem has none, a uniquely named one that is removed again.
+struct pending_sidecar {
+  fd_t fd;
+  int dir = -1;
+  std::string temp_name;  // empty for O_TMPFILE
+  ~pending_sidecar() {
+    if (!temp_name.empty()) ::unlinkat(dir, temp_name.c_str(), 0);
+  }
+  int open(int dir_fd, const std::string& name) {
+    dir = dir_fd;
+    fd = fd_t(::openat(dir_fd, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0644));
+    if (fd) return 0;
+    if (errno != EOPNOTSUPP && errno != EISDIR && errno != EINVAL) return errno;
+    std::random_device rd;
+    for (int tries = 0; tries < 16; ++tries) {
+      temp_name = fmt::format(".{}.{:08x}.tmp", name, rd());
+      fd = fd_t(::openat(dir_fd, temp_name.c_str(),
+                         O_CREAT | O_EXCL | O_RDWR | O_NOFOLLOW | O_CLOEXEC, 0644));
+      if (fd) return 0;
+      if (errno != EEXIST) break;
+    }
+    temp_name.clear();
+    return errno;
+  }
+  // Gives it `name` in the directory unless that name exists (EEXIST).
+  int place(const std::string& name) {
+    const int rc = temp_name.empty() ? ::linkat(AT_FDCWD, proc_path(fd.get()).c_str(), dir,
+                                                name.c_str(), AT_SYMLINK_FOLLOW)
+                                     : ::linkat(dir, temp_name.c_str(), dir, name.c_str(), 0);
+    return rc == 0 ? 0 : errno;
+  }
+};
+
+void on_interrupt(fuse_req_t, void* stop) {
+  static_cast<std::atomic<bool>*>(stop)->store(true);
+}
+
+// Builds the tree, writes and checks the sidecar, places it; the caller holds
+// id.enabling. 0 or an errno.
+int build_and_place(fuse_req_t req, filesystem& f, node& n, const fsverity_enable_arg& arg,
+                    const std::uint8_t* salt, std::span<const std::uint8_t> sig) {
+  identity& id = *n.who;
+  verity::params prm;
+  prm.alg = static_cast<verity::hash_alg>(arg.hash_algorithm);
+  prm.block_size = arg.block_size;
+  prm.salt.assign(salt, salt + arg.salt_size);
+  struct stat st {};
+  if (::fstat(n.fd(), &st) != 0) return errno;
+  // One name only: the sidecar lives beside it (verity is the inode's, every name of it a
+  // verity file; links made through the mount afterwards get their own link of it).
+  if (st.st_nlink > 1) {
+    warn(fmt::format("inode {}: {} links; enable a file with one name", id.ino, st.st_nlink));
+    return EMLINK;
+  }
+  const std::uint64_t blocks = (static_cast<std::uint64_t>(st.st_size) + arg.block_size - 1) /
+                               arg.block_size;
+  if (blocks > kMaxLevel0Bytes / verity::digest_size(prm.alg)) return EFBIG;
+  std::shared_ptr<node> parent;
+  std::string name;
+  {
+    quiesce::detail::lock_guard g(f.table);
+    parent = n.parent;
+    name = n.name;
+  }
+  if (!parent) return EINVAL;  // the root is a directory
+  // The name still holds this inode (a rename behind the mount's back: look it up again).
+  struct stat at {};
+  if (::fstatat(parent->fd(), name.c_str(), &at, AT_SYMLINK_NOFOLLOW) != 0 ||
+      at.st_dev != id.dev || at.st_ino != id.ino) {
+    return ESTALE;
+  }
+  const std::string side = name + sidecar_suffix;
+  if (::fstatat(parent->fd(), side.c_str(), &at, AT_SYMLINK_NOFOLLOW) == 0) {
+    warn(fmt::format("{}: a file of that name, not this file's sidecar, is in the way", side));
+    return EEXIST;
+  }
+  fd_t data(::open(proc_path(n.fd()).c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
+  if (!data) return errno;
+  std::atomic<bool> stop{false};
+  fuse_req_interrupt_func(req, on_interrupt, &stop);
+  struct unregister {
+    fuse_req_t req;
+    ~unregister() { fuse_req_interrupt_func(req, nullptr, nullptr); }
+  } unregister_on_exit{req};
+  try {
+    const verity::merkle_tree t = verity::build_tree(data.get(), name, prm, f.enable_wq.get(), &stop);
+    pending_sidecar pending;
+    if (const int err = pending.open(parent->fd(), name)) return err;
+    verity::write_sidecar(pending.fd.get(), side, t, sig);
+    // Opened under the mount's trust policy (a signature checked) before it has a name.
+    auto v = std::make_shared<verified_file>(data.get(), pending.fd.get(), name, *f.verify_wq,
+                                             f.trust);
+    if (const int err = pending.place(side)) return err;
+    fd_t kept(::fcntl(pending.fd.get(), F_DUPFD_CLOEXEC, 0));
+    if (!kept) return errno;
+    // Published with no plain read between its check and its reply.
+    std::unique_lock publishing(id.publish);
+    quiesce::detail::lock_guard g(id.lock);
+    id.desc = v->descriptor();
+    id.sidecar = std::move(kept);
+    id.file = std::move(v);
+    return 0;
+  } catch (const std::system_error& e) {
+    warn(e.what());
+    return e.code().value();
+  } catch (const std::invalid_argument& e) {
+    warn(e.what());
+    return EINVAL;
+  } catch (const std::exception& e) {
+    warn(e.what());
+    return EIO;
+  }
+}
+
+// FS_IOC_ENABLE_VERITY: the kernel's FUSE driver sends the argument followed by the salt
+// and the signature it points at. Checks in the kernel's order.
+int enable(fuse_req_t req, filesystem& f, node& n, int open_flags, bool handle_writable,
+           const void* in, std::size_t in_size) {
+  if (in_size < sizeof(fsverity_enable_arg)) return EINVAL;
+  fsverity_enable_arg arg{};
+  std::memcpy(&arg, in, sizeof arg);
+  if (arg.version != 1) return EINVAL;
+  if (arg.__reserved1 != 0) return EINVAL;
+  for (const auto r : arg.__reserved2) {
+    if (r != 0) return EINVAL;
+  }
+  if (!is_power_of_2(arg.block_size)) return EINVAL;
+  if (arg.salt_size > 32) return EMSGSIZE;
+  if (arg.sig_size > kMaxSignature) return EMSGSIZE;
+  if (in_size != sizeof arg + arg.salt_size + arg.sig_size) return EINVAL;
+  {
+    as_caller who(req);
+    if (const int err = who.may_write(n.fd())) return err;
+  }
+  if ((open_flags & O_ACCMODE) != O_RDONLY && (open_flags & O_ACCMODE) != O_RDWR) return EBADF;
+  if (n.is_dir()) return EISDIR;
+  if (!n.is_reg()) return EINVAL;
+  if (f.read_only) return EROFS;
+  if (handle_writable) return ETXTBSY;
+  identity& id = *n.who;
+  {
+    quiesce::detail::lock_guard g(id.lock);
+    if (id.writers > 0) return ETXTBSY;
+    if (id.desc) return EEXIST;
+    if (id.enabling) return EBUSY;
+    id.enabling = true;
+  }
+  int err = 0;
+  if (arg.hash_algorithm != FS_VERITY_HASH_ALG_SHA256 &&
+      arg.hash_algorithm != FS_VERITY_HASH_ALG_SHA512) {
+    err = EINVAL;
+  } else if (arg.block_size < 1024 ||
+             arg.block_size > static_cast<std::uint32_t>(::sysconf(_SC_PAGESIZE))) {
+    err = EINVAL;  // the kernel: 1024 .. PAGE_SIZE
+  } else if (f.require_signatures && arg.sig_size == 0) {
+    err = EPERM;
+  } else {
+    const auto* extra = static_cast<const std::uint8_t*>(in) + sizeof arg;
+    err = build_and_place(req, f, n, arg, extra,
+                          std::span<const std::uint8_t>(extra + arg.salt_size, arg.sig_size));
+  }
+  {
+    quiesce::detail::lock_guard g(id.lock);
+    id.enabling = false;
+  }
+  // Pages cached while the file was plain are not verified: every node of the inode drops
+  // them (no lock held: the kernel may wait for reads this daemon answers).
+  if (err == 0) f.invalidate(id);
+  return err;
+}
+
+}  // namespace
+
+void op_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void*, fuse_file_info* fi,
+              unsigned flags, const void* in, std::size_t in_size, std::size_t out_size) {
+  filesystem& f = fs_of(req);
+  if (flags & FUSE_IOCTL_COMPAT) return (void)fuse_reply_err(req, ENOSYS);
+  const auto n = f.node_of(ino);
+  if (!n) return (void)fuse_reply_err(req, ESTALE);
+  // A directory's handle is a dir_handle: never read as a file's.
+  handle* h = (flags & FUSE_IOCTL_DIR) ? nullptr : reinterpret_cast<handle*>(fi->fh);
+  switch (cmd) {
+    case FS_IOC_MEASURE_VERITY:
+      return measure(req, f, h, in, in_size, out_size);
+    case FS_IOC_ENABLE_VERITY: {
+      const int err = enable(req, f, *n, h ? h->flags : O_RDONLY, h && h->writable, in, in_size);
+      if (err != 0) return (void)fuse_reply_err(req, err);
+      return (void)fuse_reply_ioctl(req, 0, nullptr, 0);
+    }
+    case FS_IOC_GETFLAGS: {
+      int iflags = 0;
+      {
+        quiesce::detail::lock_guard g(n->who->lock);
+        if (n->who->desc) iflags |= FS_VERITY_FL;
+      }
+      if (out_size < sizeof iflags) return (void)fuse_reply_err(req, EINVAL);
+      return (void)fuse_reply_ioctl(req, 0, &iflags, sizeof iflags);
+    }
+    case FS_IOC_READ_VERITY_METADATA:
+      // Its argument holds a pointer into the caller's memory that a restricted FUSE ioctl
+      // cannot write through.
+      return (void)fuse_reply_err(req, EOPNOTSUPP);
+    default:
+      return (void)fuse_reply_err(req, ENOTTY);
+  }
+}
+
+}  // namespace quiesce::mount::detail

@@ -1,0 +1,355 @@
+// The session of `quiesce verity mount` (verity_fs.hpp): options, mounting, serving,
+// unmounting and the teardown order; the operations table.
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <poll.h>
+#include <spawn.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <algorithm>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <system_error>
+#include <vector>
+
+#include "fs.hpp"
+#include "quiesce/log.hpp"
+#include "quiesce/topology.hpp"
+
+extern char** environ;
+
+namespace quiesce::mount {
+
+namespace fs = std::filesystem;
+using namespace detail;
+
+namespace {
+
+void op_init(void* userdata, fuse_conn_info* conn) {
+  (void)userdata;
+  // The kernel may send several lookups and readdirs of one directory at once.
+  if (conn->capable & FUSE_CAP_PARALLEL_DIROPS) conn->want |= FUSE_CAP_PARALLEL_DIROPS;
+}
+
+const fuse_lowlevel_ops kOps = [] {
+  fuse_lowlevel_ops o{};
+  o.init = op_init;
+  o.lookup = op_lookup;
+  o.forget = op_forget;
+  o.forget_multi = op_forget_multi;
+  o.getattr = op_getattr;
+  o.setattr = op_setattr;
+  o.readlink = op_readlink;
+  o.mknod = op_mknod;
+  o.mkdir = op_mkdir;
+  o.symlink = op_symlink;
+  o.link = op_link;
+  o.unlink = op_unlink;
+  o.rmdir = op_rmdir;
+  o.rename = op_rename;
+  o.statfs = op_statfs;
+  o.setxattr = op_setxattr;
+  o.getxattr = op_getxattr;
+  o.listxattr = op_listxattr;
+  o.removexattr = op_removexattr;
+  o.opendir = op_opendir;
+  o.readdir = op_readdir;
+  o.releasedir = op_releasedir;
+  o.fsyncdir = op_fsyncdir;
+  o.open = op_open;
+  o.create = op_create;
+  o.read = op_read;
+  o.write = op_write;
+  o.flush = op_flush;
+  o.fsync = op_fsync;
+  o.release = op_release;
+  o.fallocate = op_fallocate;
+  o.copy_file_range = op_copy_file_range;
+  o.lseek = op_lseek;
+  o.ioctl = op_ioctl;
+  return o;
+}();
+
+verity::trust_policy policy_of(const verity_mount_options& o) {
+  verity::trust_policy t;
+  for (const fs::path& c : o.certs)
+    t.certs.add_file(c);
+  t.require_signatures = o.require_signatures;
+  // Without required signatures, a verity file is opened on its own tree; a signature it
+  // carries must still verify against the certificates, if any are given.
+  t.integrity_only = !o.require_signatures;
+  return t;
+}
+
+struct session_deleter {
+  void operator()(fuse_session* s) const { fuse_session_destroy(s); }
+};
+
+// An option value inside libfuse's -o list: commas and backslashes escaped.
+std::string escaped(const std::string& s) {
+  std::string out;
+  for (const char c : s) {
+    if (c == ',' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out;
+}
+
+bool user_allow_other() {
+  std::ifstream in("/etc/fuse.conf");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("user_allow_other", 0) == 0) return true;
+  }
+  return false;
+}
+
+// Runs fusermount3 -u -z MOUNTPOINT (no shell); true if it succeeded.
+bool fusermount_unmount(const fs::path& mountpoint) {
+  std::vector<std::string> args{"fusermount3", "-u", "-z", "-q", mountpoint.string()};
+  std::vector<char*> argv;
+  for (std::string& a : args)
+    argv.push_back(a.data());
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0);
+  pid_t pid = 0;
+  const int rc = posix_spawnp(&pid, "fusermount3", &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (rc != 0) return false;
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+}  // namespace
+
+void parse_mount_options(const std::string& list, verity_mount_options& o) {
+  static const char* const kFlags[] = {"suid",   "nosuid",     "dev",         "nodev",
+                                       "exec",   "noexec",     "atime",       "noatime",
+                                       "diratime", "nodiratime", "relatime",  "norelatime",
+                                       "strictatime", "sync",   "async",       "dirsync",
+                                       "lazytime"};
+  static const char* const kIgnored[] = {"defaults", "auto",   "noauto", "user",
+                                         "nouser",   "users",  "_netdev", "nofail"};
+  std::size_t at = 0;
+  while (at <= list.size()) {
+    std::size_t end = list.find(',', at);
+    if (end == std::string::npos) end = list.size();
+    const std::string opt = list.substr(at, end - at);
+    at = end + 1;
+    if (opt.empty()) continue;
+    auto is = [&](const char* name) { return opt == name; };
+    if (is("ro")) {
+      o.read_only = true;
+    } else if (is("rw")) {
+      o.read_only = false;
+    } else if (is("allow_other")) {
+      o.allow_other = true;
+    } else if (is("default_permissions")) {
+      // always on: the kernel checks permissions, and the source checks them again
+    } else if (opt.rfind("cert=", 0) == 0) {
+      if (opt.size() == 5) throw mount_error("-o cert=: no file named", 2);
+      o.certs.emplace_back(opt.substr(5));
+    } else if (is("require_signatures")) {
+      o.require_signatures = true;
+    } else if (is("unbound")) {
+      o.unbound = true;
+    } else if (is("auto_unmount")) {
+      o.auto_unmount = true;
+    } else if (is("noauto_unmount")) {
+      o.auto_unmount = false;
+    } else if (is("debug")) {
+      o.debug = true;
+    } else if (std::find_if(std::begin(kFlags), std::end(kFlags), is) != std::end(kFlags)) {
+      o.mount_flags.push_back(opt);
+    } else if (std::find_if(std::begin(kIgnored), std::end(kIgnored), is) !=
+                   std::end(kIgnored) ||
+               opt.rfind("x-", 0) == 0 || opt.rfind("comment=", 0) == 0) {
+      // for mount(8) and fstab, not the filesystem
+    } else {
+      throw mount_error(fmt::format("-o {}: not an option of quiesce verity mount", opt), 2);
+    }
+  }
+}
+
+std::optional<std::string> verity_mount_refusal(const fs::path& source,
+                                                const fs::path& mountpoint) {
+  if (::access("/dev/fuse", R_OK | W_OK) != 0) {
+    return fmt::format("/dev/fuse: {} (FUSE is not available here)", std::strerror(errno));
+  }
+  std::error_code ec;
+  if (!fs::is_directory(source, ec)) return fmt::format("{}: not a directory", source.string());
+  if (!fs::exists(mountpoint, ec)) return fmt::format("{}: no such directory", mountpoint.string());
+  if (!fs::is_directory(mountpoint, ec)) {
+    return fmt::format("{}: not a directory", mountpoint.string());
+  }
+  if (!fs::is_empty(mountpoint, ec)) return fmt::format("{}: not empty", mountpoint.string());
+  if (ec) return fmt::format("{}: {}", mountpoint.string(), ec.message());
+  if (fs::equivalent(source, mountpoint, ec)) {
+    return fmt::format("{}: the mountpoint cannot be the source", mountpoint.string());
+  }
+  return std::nullopt;
+}
+
+struct verity_mount::impl {
+  // Destroyed in reverse: the filesystem (queues, handles) before the session.
+  std::unique_ptr<fuse_session, session_deleter> se;
+  filesystem f;
+  verity_mount_options options;
+  fs::path mountpoint;
+  bool signals = false;
+  std::atomic<bool> unmounted{false};
+  std::atomic<bool> detached{false};  // unmount() took the mount away itself
+
+  // Every read answered, every handle freed, the queues stopped: nothing replies any more.
+  // The seed's queues: the patch's (per-CPU, highpri, max_active = CPUs) or the one before;
+  // enables build their trees on a queue of their own, never ahead of reads.
+  void start_queues() {
+    const int cpus = static_cast<int>(system_topology().cpus().size());
+    f.verify_wq =
+        options.unbound
+            ? std::make_unique<workqueue>(
+                  "fsverity_read_queue_unbound",
+                  wq_options{.unbound = true, .highpri = true, .max_active = cpus})
+            : std::make_unique<workqueue>("fsverity_read_queue",
+                                          wq_options{.highpri = true, .max_active = cpus});
+    f.enable_wq = std::make_unique<workqueue>("fsverity_enable", wq_options{.unbound = true});
+  }
+  void quiesce_filesystem() {
+    if (f.verify_wq) f.verify_wq->flush();
+    f.drop_handles();
+    f.enable_wq.reset();
+    f.verify_wq.reset();
+  }
+};
+
+verity_mount::verity_mount(const fs::path& source, const fs::path& mountpoint,
+                           const verity_mount_options& o)
+    : impl_(std::make_unique<impl>()) {
+  if (auto why = verity_mount_refusal(source, mountpoint)) throw mount_error(*why, 2);
+  if (o.require_signatures && o.certs.empty()) {
+    throw mount_error("--require-signatures: no trusted certificate (--cert FILE)", 2);
+  }
+  const bool root = ::geteuid() == 0;
+  const bool allow_other = o.allow_other.value_or(root);
+  if (allow_other && !root && !user_allow_other()) {
+    throw mount_error(
+        "allow_other: only root may let other users in, unless /etc/fuse.conf has "
+        "user_allow_other",
+        2);
+  }
+  impl_->options = o;
+  filesystem& f = impl_->f;
+  f.source = fs::canonical(source);
+  f.require_signatures = o.require_signatures;
+  f.read_only = o.read_only;
+  f.switch_creds = root;
+  f.self_uid = ::geteuid();
+  try {
+    f.trust = policy_of(o);
+    f.init_root();
+  } catch (const std::exception& e) {
+    throw mount_error(e.what(), 2);
+  }
+  std::string opts = "fsname=" + escaped(f.source.string()) + ",subtype=quiesce-verity";
+  opts += ",default_permissions";
+  if (allow_other) opts += ",allow_other";
+  if (o.read_only) opts += ",ro";
+  if (o.auto_unmount) opts += ",auto_unmount";
+  for (const std::string& flag : o.mount_flags)
+    opts += "," + flag;
+  std::vector<std::string> args{"quiesce-verity", "-o", opts};
+  if (o.debug) args.push_back("-d");
+  std::vector<char*> argv;
+  for (std::string& a : args)
+    argv.push_back(a.data());
+  fuse_args fa = FUSE_ARGS_INIT(static_cast<int>(argv.size()), argv.data());
+  impl_->se.reset(fuse_session_new(&fa, &kOps, sizeof kOps, &f));
+  fuse_opt_free_args(&fa);
+  if (!impl_->se) throw mount_error("libfuse: cannot create a session (see the line above)", 2);
+  f.se = impl_->se.get();
+  if (o.handle_signals) {
+    if (fuse_set_signal_handlers(impl_->se.get()) != 0) {
+      throw mount_error("libfuse: cannot install the signal handlers", 1);
+    }
+    impl_->signals = true;
+  }
+  impl_->mountpoint = fs::absolute(mountpoint);
+  if (fuse_session_mount(impl_->se.get(), impl_->mountpoint.c_str()) != 0) {
+    if (impl_->signals) fuse_remove_signal_handlers(impl_->se.get());
+    throw mount_error(fmt::format("{}: cannot mount (see the line above)", mountpoint.string()), 2);
+  }
+  // A daemon that will fork starts its threads in serve(), after the fork.
+  if (o.foreground) impl_->start_queues();
+}
+
+verity_mount::~verity_mount() {
+  impl_->quiesce_filesystem();
+  if (!impl_->unmounted.exchange(true)) fuse_session_unmount(impl_->se.get());
+  if (impl_->signals) fuse_remove_signal_handlers(impl_->se.get());
+}
+
+void verity_mount::serve() {
+  if (!impl_->f.verify_wq) impl_->start_queues();
+  fuse_loop_config* cfg = fuse_loop_cfg_create();
+  fuse_loop_cfg_set_max_threads(cfg, 16);
+  const int rc = fuse_session_loop_mt(impl_->se.get(), cfg);
+  fuse_loop_cfg_destroy(cfg);
+  // libfuse's threads have ended; reads still on the verification queue reply now, while
+  // the session is alive.
+  impl_->quiesce_filesystem();
+  if (impl_->detached.load()) {
+    // unmount() detached the mount and ended the loop, maybe before the kernel ended the
+    // connection. libfuse's unmount below unmounts again unless the device reports the
+    // connection gone - and on the bare directory it would print "fuse: failed to
+    // unmount". Once no file is open the kernel ends it at once: wait a little for that.
+    pollfd pfd{fuse_session_fd(impl_->se.get()), 0, 0};
+    for (int i = 0; i < 100 && !(::poll(&pfd, 1, 0) == 1 && (pfd.revents & POLLERR)); ++i)
+      ::usleep(10'000);
+  }
+  if (!impl_->unmounted.exchange(true)) fuse_session_unmount(impl_->se.get());
+  if (rc < 0) {
+    throw mount_error(fmt::format("libfuse: the session ended with {}", std::strerror(-rc)), 1);
+  }
+}
+
+void verity_mount::unmount() {
+  fuse_session_exit(impl_->se.get());
+  // Detached: the kernel ends the connection once the last open file closes, and the
+  // session's threads see it (ENODEV) and return.
+  if (::umount2(impl_->mountpoint.c_str(), MNT_DETACH) == 0 ||
+      fusermount_unmount(impl_->mountpoint)) {
+    impl_->detached = true;
+  } else {
+    log(log_level::warning,
+        fmt::format("quiesce verity mount: cannot unmount {}", impl_->mountpoint.string()));
+  }
+}
+
+workqueue& verity_mount::verify_queue() {
+  return *impl_->f.verify_wq;
+}
+
+void serve_verity_mount(const fs::path& source, const fs::path& mountpoint,
+                        const verity_mount_options& o, const std::function<void()>& mounted) {
+  // The caller's mode reaches the source as given: the kernel applied the caller's umask.
+  ::umask(0);
+  verity_mount m(source, mountpoint, o);
+  if (mounted) mounted();
+  // In the background from here, as sshfs: the caller returns with the mount ready. No
+  // thread exists yet (serve() starts them), so the child has everything.
+  if (!o.foreground && fuse_daemonize(0) != 0) throw mount_error("cannot daemonize", 1);
+  m.serve();
+}
+
+}  // namespace quiesce::mount
