@@ -107,11 +107,11 @@ struct identity {
 
 // A node the kernel knows: an identity in one verity state.
 struct node {
-  fuse_ino_t id = 0;                // I
-  std::shared_ptr<identity> who;    // I
-  mode_t type = 0;                  // I: S_IFMT bits
-  std::optional<descriptor> desc;   // I: the verity this node shows (none: plain)
-  std::uint64_t nlookup = 0;        // T
+  fuse_ino_t id = 0;               // I
+  std::shared_ptr<identity> who;   // I
+  mode_t type = 0;                 // I: S_IFMT bits
+  std::optional<descriptor> desc;  // I: the verity this node shows (none: plain)
+  std::uint64_t nlookup = 0;       // T
   // The name it was last looked up, created or renamed under (enable places the sidecar
   // next to it).
   std::shared_ptr<node> parent;  // T
@@ -144,12 +144,12 @@ struct dir_handle {
 };
 
 struct filesystem {
-  std::filesystem::path source;       // I
-  verity::trust_policy trust;         // I
-  bool require_signatures = false;    // I
-  bool read_only = false;             // I
-  bool switch_creds = false;          // I: root daemon: operations run as their caller
-  uid_t self_uid = 0;                 // I: the daemon's euid (owner of the sidecars it writes)
+  std::filesystem::path source;          // I
+  verity::trust_policy trust;            // I
+  bool require_signatures = false;       // I
+  bool read_only = false;                // I
+  bool switch_creds = false;             // I: root daemon: operations run as their caller
+  uid_t self_uid = 0;                    // I: the daemon's euid (owner of the sidecars it writes)
   std::unique_ptr<workqueue> verify_wq;  // I: reads (the seed's queue)
   std::unique_ptr<workqueue> enable_wq;  // I: tree building for FS_IOC_ENABLE_VERITY
   fuse_session* se = nullptr;            // I
@@ -264,7 +264,7 @@ void op_copy_file_range(fuse_req_t, fuse_ino_t, off_t, fuse_file_info*, fuse_ino
                         fuse_file_info*, std::size_t, int);
 void op_lseek(fuse_req_t, fuse_ino_t, off_t, int, fuse_file_info*);
 
-void op_ioctl(fuse_req_t, fuse_ino_t, unsigned int, void*, fuse_file_info*, unsigned,
-              const void*, std::size_t, std::size_t);
+void op_ioctl(fuse_req_t, fuse_ino_t, unsigned int, void*, fuse_file_info*, unsigned, const void*,
+              std::size_t, std::size_t);
 
 }  // namespace quiesce::mount::detail

@@ -9,6 +9,7 @@
 #include <system_error>
 
 #include "fs.hpp"
+#include "mutant.hpp"
 #include "quiesce/log.hpp"
 
 namespace quiesce::mount::detail {
@@ -30,7 +31,8 @@ std::optional<std::pair<descriptor, fd_t>> sidecar_at(const filesystem& f, int d
                                                       const std::string& name) {
   if (!has_sidecar_suffix(name)) return std::nullopt;
   // O_NONBLOCK: a FIFO put there must not hold this thread; O_NOFOLLOW: a symlink is not one.
-  fd_t fd(::openat(dir_fd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY));
+  fd_t fd(
+      ::openat(dir_fd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY));
   if (!fd) return std::nullopt;
   struct stat st {};
   if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) return std::nullopt;
@@ -101,7 +103,8 @@ int filesystem::lookup(const std::shared_ptr<node>& parent, const char* name,
   // The kernel resolves "." and ".." itself; either here would climb out of a held directory.
   if (n == "." || n == ".." || n.find('/') != std::string::npos) return EINVAL;
   if (is_hidden(*this, parent->fd(), n)) return ENOENT;
-  fd_t fd(::openat(parent->fd(), name, O_PATH | O_NOFOLLOW | O_CLOEXEC));
+  fd_t fd(
+      ::openat(parent->fd(), name, O_PATH | (mutant::lookup_follows ? 0 : O_NOFOLLOW) | O_CLOEXEC));
   if (!fd) return errno;
   if (::fstatat(fd.get(), "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) != 0) return errno;
   std::optional<std::pair<descriptor, fd_t>> by_name;
@@ -186,12 +189,12 @@ std::shared_ptr<verified_file> filesystem::verity_file(identity& who) {
   if (!who.file) {
     // The data through the held inode, never a path: a file renamed or replaced since is
     // not what opens.
-    fd_t data(::open(proc_path(who.path_fd.get()).c_str(),
-                     O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
+    fd_t data(
+        ::open(proc_path(who.path_fd.get()).c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
     if (!data) throw std::system_error(errno, std::generic_category(), "verity file");
-    auto v = std::make_shared<verified_file>(
-        data.get(), who.sidecar.get(), fmt::format("inode {}:{}", who.dev, who.ino),
-        *verify_wq, trust);
+    auto v = std::make_shared<verified_file>(data.get(), who.sidecar.get(),
+                                             fmt::format("inode {}:{}", who.dev, who.ino),
+                                             *verify_wq, trust);
     // The sidecar may have been rewritten in place since it was recognised.
     if (v->descriptor() != *who.desc) {
       throw std::system_error(ESTALE, std::generic_category(),

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "fs.hpp"
+#include "mutant.hpp"
 #include "quiesce/log.hpp"
 
 namespace quiesce::mount::detail {
@@ -52,7 +53,9 @@ bool became_verity(filesystem& f, const node& n) {
 // Counts the open; sets h.verity for a verity node. 0 or an errno. ESTALE when the node no
 // longer shows the inode's state (the kernel looks the name up again).
 int admit(filesystem& f, handle& h) {
-  if (!h.n->desc && became_verity(f, *h.n)) return h.writable ? EPERM : ESTALE;
+  if (!h.n->desc && !mutant::no_recheck && became_verity(f, *h.n)) {
+    return h.writable ? EPERM : ESTALE;
+  }
   identity& id = *h.n->who;
   quiesce::detail::lock_guard v(id.lock);
   if (id.desc && h.writable) return EPERM;  // as on a kernel fs-verity file, under any name
@@ -94,7 +97,8 @@ int open_source(fuse_req_t req, handle& h) {
   if (!S_ISREG(st.st_mode) || st.st_ino != h.n->who->ino || st.st_dev != h.n->who->dev) {
     return EINVAL;
   }
-  if (!(h.flags & O_NONBLOCK)) ::fcntl(h.fd.get(), F_SETFL, ::fcntl(h.fd.get(), F_GETFL) & ~O_NONBLOCK);
+  if (!(h.flags & O_NONBLOCK))
+    ::fcntl(h.fd.get(), F_SETFL, ::fcntl(h.fd.get(), F_GETFL) & ~O_NONBLOCK);
   return 0;
 }
 
@@ -140,8 +144,8 @@ void op_create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
   fd_t fd;
   {
     as_caller who(req);
-    fd = fd_t(::openat(dir->fd(), name, source_flags(fi->flags) | O_CREAT | O_EXCL | O_NOFOLLOW,
-                       mode));
+    fd = fd_t(
+        ::openat(dir->fd(), name, source_flags(fi->flags) | O_CREAT | O_EXCL | O_NOFOLLOW, mode));
   }
   if (!fd) {
     if (errno != EEXIST || (fi->flags & O_EXCL)) return (void)fuse_reply_err(req, errno);
@@ -152,7 +156,8 @@ void op_create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
     h->n = n;
     h->flags = fi->flags & ~(O_CREAT | O_EXCL);
     h->writable = writable(h->flags);
-    if (const int err = n->is_reg() ? open_handle(req, f, h, fi) : (n->is_dir() ? EISDIR : EEXIST)) {
+    if (const int err =
+            n->is_reg() ? open_handle(req, f, h, fi) : (n->is_dir() ? EISDIR : EEXIST)) {
       f.forget(n->id, 1);
       return (void)fuse_reply_err(req, err);
     }
@@ -272,7 +277,8 @@ void op_flush(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
 
 void op_fsync(fuse_req_t req, fuse_ino_t, int datasync, fuse_file_info* fi) {
   const auto* h = reinterpret_cast<const handle*>(fi->fh);
-  fuse_reply_err(req, (datasync ? ::fdatasync(h->fd.get()) : ::fsync(h->fd.get())) == 0 ? 0 : errno);
+  fuse_reply_err(req,
+                 (datasync ? ::fdatasync(h->fd.get()) : ::fsync(h->fd.get())) == 0 ? 0 : errno);
 }
 
 void op_fallocate(fuse_req_t req, fuse_ino_t, int mode, off_t offset, off_t length,
@@ -282,9 +288,8 @@ void op_fallocate(fuse_req_t req, fuse_ino_t, int mode, off_t offset, off_t leng
   fuse_reply_err(req, ::fallocate(h->fd.get(), mode, offset, length) == 0 ? 0 : errno);
 }
 
-void op_copy_file_range(fuse_req_t req, fuse_ino_t, off_t off_in, fuse_file_info* fi_in,
-                        fuse_ino_t, off_t off_out, fuse_file_info* fi_out, std::size_t len,
-                        int flags) {
+void op_copy_file_range(fuse_req_t req, fuse_ino_t, off_t off_in, fuse_file_info* fi_in, fuse_ino_t,
+                        off_t off_out, fuse_file_info* fi_out, std::size_t len, int flags) {
   auto* in = reinterpret_cast<handle*>(fi_in->fh);
   const auto* out = reinterpret_cast<const handle*>(fi_out->fh);
   {
@@ -293,8 +298,8 @@ void op_copy_file_range(fuse_req_t req, fuse_ino_t, off_t off_in, fuse_file_info
     if (in->verity || in->n->who->desc) return (void)fuse_reply_err(req, EOPNOTSUPP);
   }
   loff_t from = off_in, to = off_out;
-  const ssize_t n = ::copy_file_range(in->fd.get(), &from, out->fd.get(), &to, len,
-                                      static_cast<unsigned>(flags));
+  const ssize_t n =
+      ::copy_file_range(in->fd.get(), &from, out->fd.get(), &to, len, static_cast<unsigned>(flags));
   if (n < 0) return (void)fuse_reply_err(req, errno);
   fuse_reply_write(req, static_cast<std::size_t>(n));
 }

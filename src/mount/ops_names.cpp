@@ -87,8 +87,7 @@ void op_getattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
   fuse_reply_attr(req, &st, attr_timeout);
 }
 
-void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set,
-                fuse_file_info* fi) {
+void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set, fuse_file_info* fi) {
   filesystem& f = fs_of(req);
   const auto n = f.node_of(ino);
   if (!n) return reply_err(req, ESTALE);
@@ -240,8 +239,8 @@ void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char* n
   }
   if (sidecar && ::linkat(AT_FDCWD, proc_path(sidecar.get()).c_str(), dir->fd(), side.c_str(),
                           AT_SYMLINK_FOLLOW) != 0) {
-    log(log_level::warning,
-        fmt::format("quiesce verity mount: link: the new name's sidecar: {}", std::strerror(errno)));
+    log(log_level::warning, fmt::format("quiesce verity mount: link: the new name's sidecar: {}",
+                                        std::strerror(errno)));
   }
   reply_new_entry(req, f, dir, newname);
 }

@@ -17,6 +17,7 @@
 #include <system_error>
 
 #include "fs.hpp"
+#include "mutant.hpp"
 #include "quiesce/log.hpp"
 
 namespace quiesce::mount::detail {
@@ -125,8 +126,8 @@ int build_and_place(fuse_req_t req, filesystem& f, node& n, const fsverity_enabl
     warn(fmt::format("inode {}: {} links; enable a file with one name", id.ino, st.st_nlink));
     return EMLINK;
   }
-  const std::uint64_t blocks = (static_cast<std::uint64_t>(st.st_size) + arg.block_size - 1) /
-                               arg.block_size;
+  const std::uint64_t blocks =
+      (static_cast<std::uint64_t>(st.st_size) + arg.block_size - 1) / arg.block_size;
   if (blocks > kMaxLevel0Bytes / verity::digest_size(prm.alg)) return EFBIG;
   std::shared_ptr<node> parent;
   std::string name;
@@ -138,8 +139,8 @@ int build_and_place(fuse_req_t req, filesystem& f, node& n, const fsverity_enabl
   if (!parent) return EINVAL;  // the root is a directory
   // The name still holds this inode (a rename behind the mount's back: look it up again).
   struct stat at {};
-  if (::fstatat(parent->fd(), name.c_str(), &at, AT_SYMLINK_NOFOLLOW) != 0 ||
-      at.st_dev != id.dev || at.st_ino != id.ino) {
+  if (::fstatat(parent->fd(), name.c_str(), &at, AT_SYMLINK_NOFOLLOW) != 0 || at.st_dev != id.dev ||
+      at.st_ino != id.ino) {
     return ESTALE;
   }
   const std::string side = name + sidecar_suffix;
@@ -156,13 +157,14 @@ int build_and_place(fuse_req_t req, filesystem& f, node& n, const fsverity_enabl
     ~unregister() { fuse_req_interrupt_func(req, nullptr, nullptr); }
   } unregister_on_exit{req};
   try {
-    const verity::merkle_tree t = verity::build_tree(data.get(), name, prm, f.enable_wq.get(), &stop);
+    const verity::merkle_tree t =
+        verity::build_tree(data.get(), name, prm, f.enable_wq.get(), &stop);
     pending_sidecar pending;
     if (const int err = pending.open(parent->fd(), name)) return err;
     verity::write_sidecar(pending.fd.get(), side, t, sig);
     // Opened under the mount's trust policy (a signature checked) before it has a name.
-    auto v = std::make_shared<verified_file>(data.get(), pending.fd.get(), name, *f.verify_wq,
-                                             f.trust);
+    auto v =
+        std::make_shared<verified_file>(data.get(), pending.fd.get(), name, *f.verify_wq, f.trust);
     if (const int err = pending.place(side)) return err;
     fd_t kept(::fcntl(pending.fd.get(), F_DUPFD_CLOEXEC, 0));
     if (!kept) return errno;
@@ -209,11 +211,11 @@ int enable(fuse_req_t req, filesystem& f, node& n, int open_flags, bool handle_w
   if (n.is_dir()) return EISDIR;
   if (!n.is_reg()) return EINVAL;
   if (f.read_only) return EROFS;
-  if (handle_writable) return ETXTBSY;
+  if (handle_writable && !mutant::enable_ignores_writers) return ETXTBSY;
   identity& id = *n.who;
   {
     quiesce::detail::lock_guard g(id.lock);
-    if (id.writers > 0) return ETXTBSY;
+    if (id.writers > 0 && !mutant::enable_ignores_writers) return ETXTBSY;
     if (id.desc) return EEXIST;
     if (id.enabling) return EBUSY;
     id.enabling = true;
@@ -238,7 +240,7 @@ int enable(fuse_req_t req, filesystem& f, node& n, int open_flags, bool handle_w
   }
   // Pages cached while the file was plain are not verified: every node of the inode drops
   // them (no lock held: the kernel may wait for reads this daemon answers).
-  if (err == 0) f.invalidate(id);
+  if (err == 0 && !mutant::no_invalidate) f.invalidate(id);
   return err;
 }
 

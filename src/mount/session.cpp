@@ -9,10 +9,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstring>
-#include <algorithm>
 #include <fstream>
 #include <memory>
 #include <string>
@@ -134,13 +134,12 @@ bool fusermount_unmount(const fs::path& mountpoint) {
 }  // namespace
 
 void parse_mount_options(const std::string& list, verity_mount_options& o) {
-  static const char* const kFlags[] = {"suid",   "nosuid",     "dev",         "nodev",
-                                       "exec",   "noexec",     "atime",       "noatime",
-                                       "diratime", "nodiratime", "relatime",  "norelatime",
-                                       "strictatime", "sync",   "async",       "dirsync",
-                                       "lazytime"};
-  static const char* const kIgnored[] = {"defaults", "auto",   "noauto", "user",
-                                         "nouser",   "users",  "_netdev", "nofail"};
+  static const char* const kFlags[] = {
+      "suid",        "nosuid",  "dev",      "nodev",      "exec",     "noexec",
+      "atime",       "noatime", "diratime", "nodiratime", "relatime", "norelatime",
+      "strictatime", "sync",    "async",    "dirsync",    "lazytime"};
+  static const char* const kIgnored[] = {"defaults", "auto",  "noauto",  "user",
+                                         "nouser",   "users", "_netdev", "nofail"};
   std::size_t at = 0;
   while (at <= list.size()) {
     std::size_t end = list.find(',', at);
@@ -172,8 +171,7 @@ void parse_mount_options(const std::string& list, verity_mount_options& o) {
       o.debug = true;
     } else if (std::find_if(std::begin(kFlags), std::end(kFlags), is) != std::end(kFlags)) {
       o.mount_flags.push_back(opt);
-    } else if (std::find_if(std::begin(kIgnored), std::end(kIgnored), is) !=
-                   std::end(kIgnored) ||
+    } else if (std::find_if(std::begin(kIgnored), std::end(kIgnored), is) != std::end(kIgnored) ||
                opt.rfind("x-", 0) == 0 || opt.rfind("comment=", 0) == 0) {
       // for mount(8) and fstab, not the filesystem
     } else {
@@ -216,13 +214,12 @@ struct verity_mount::impl {
   // enables build their trees on a queue of their own, never ahead of reads.
   void start_queues() {
     const int cpus = static_cast<int>(system_topology().cpus().size());
-    f.verify_wq =
-        options.unbound
-            ? std::make_unique<workqueue>(
-                  "fsverity_read_queue_unbound",
-                  wq_options{.unbound = true, .highpri = true, .max_active = cpus})
-            : std::make_unique<workqueue>("fsverity_read_queue",
-                                          wq_options{.highpri = true, .max_active = cpus});
+    f.verify_wq = options.unbound
+                      ? std::make_unique<workqueue>(
+                            "fsverity_read_queue_unbound",
+                            wq_options{.unbound = true, .highpri = true, .max_active = cpus})
+                      : std::make_unique<workqueue>(
+                            "fsverity_read_queue", wq_options{.highpri = true, .max_active = cpus});
     f.enable_wq = std::make_unique<workqueue>("fsverity_enable", wq_options{.unbound = true});
   }
   void quiesce_filesystem() {

@@ -83,7 +83,7 @@ class VerityMount : public testing::Test {
     pid_ = ::fork();
     if (pid_ == 0) {
       const std::string cmd = std::string(QUIESCE_CLI) + " verity mount " + src_.string() + " " +
-                              mnt_.string() + " -f " + args + " >" + log_.string() + " 2>&1";
+                              mnt_.string() + " --foreground " + args + " >" + log_.string() + " 2>&1";
       ::execl("/bin/sh", "sh", "-c", ("exec " + cmd).c_str(), nullptr);
       std::_Exit(127);
     }

@@ -1,0 +1,681 @@
+// The threat model of `quiesce verity mount` (src/mount/include/quiesce/mount/verity_fs.hpp),
+// attack by attack: a root daemon with allow_other, and an unprivileged user (nobody) who
+// owns a directory inside SOURCE and changes it while it is mounted. Each case is an attack
+// that once worked (it fails against the CLI of 4bc30b1: QUIESCE_MOUNT_CLI=... to see it).
+#include <fcntl.h>
+#include <grp.h>
+#include <gtest/gtest.h>
+#include <linux/fs.h>
+#include <linux/fsverity.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <cerrno>
+#include <csignal>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "mount_fixture.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+using quiesce::test::as_nobody;
+using quiesce::test::errno_of;
+using quiesce::test::eventually;
+using quiesce::test::shell2;
+using quiesce::test::slurp;
+using quiesce::test::write_random;
+
+constexpr const char* kSecret = "ROOT-ONLY SECRET\n";
+// What a user's file holds: longer than the secret, so that a read through a size the
+// kernel cached for it would show all of the secret.
+const std::string kMine(64, 'm');
+
+bool leaked(const std::string& data) {
+  return data.find("ROOT-ONLY") != std::string::npos;
+}
+
+// What a child read from a file: its bytes, or the errno that stopped it.
+struct read_result {
+  int err = 0;
+  std::string data;
+};
+
+// Reads `p` whole in a child running as nobody.
+read_result nobody_read(const fs::path& p) {
+  int pipefd[2];
+  if (::pipe(pipefd) != 0) return {errno, {}};
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::close(pipefd[0]);
+    ::alarm(60);  // a mount that stopped answering fails the read, not the test run
+    if (::setgroups(0, nullptr) != 0 || ::setresgid(65534, 65534, 65534) != 0 ||
+        ::setresuid(65534, 65534, 65534) != 0) {
+      std::_Exit(255);
+    }
+    const int fd = ::open(p.c_str(), O_RDONLY | O_NONBLOCK);
+    if (fd < 0) std::_Exit(errno);
+    char buf[65536];
+    for (;;) {
+      const ssize_t n = ::read(fd, buf, sizeof buf);
+      if (n < 0) std::_Exit(errno);
+      if (n == 0) break;
+      if (::write(pipefd[1], buf, static_cast<std::size_t>(n)) != n) std::_Exit(EPIPE);
+    }
+    std::_Exit(0);
+  }
+  ::close(pipefd[1]);
+  read_result r;
+  char buf[65536];
+  for (ssize_t n; (n = ::read(pipefd[0], buf, sizeof buf)) > 0;)
+    r.data.append(buf, static_cast<std::size_t>(n));
+  ::close(pipefd[0]);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  r.err = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+// FS_IOC_ENABLE_VERITY on `fd` with these parameters: 0 or the errno.
+int enable_ioctl(int fd, std::uint32_t block_size = 4096, std::uint32_t salt_size = 0,
+                 std::uint32_t sig_size = 0, std::uint32_t alg = FS_VERITY_HASH_ALG_SHA256) {
+  static std::array<std::uint8_t, 32768> zeros{};
+  fsverity_enable_arg arg{};
+  arg.version = 1;
+  arg.hash_algorithm = alg;
+  arg.block_size = block_size;
+  arg.salt_size = salt_size;
+  arg.salt_ptr = reinterpret_cast<std::uint64_t>(zeros.data());
+  arg.sig_size = sig_size;
+  arg.sig_ptr = reinterpret_cast<std::uint64_t>(zeros.data());
+  return ::ioctl(fd, FS_IOC_ENABLE_VERITY, &arg) == 0 ? 0 : errno;
+}
+
+int enable_path(const fs::path& p, std::uint32_t block_size = 4096) {
+  const int fd = ::open(p.c_str(), O_RDONLY);
+  if (fd < 0) return errno;
+  const int err = enable_ioctl(fd, block_size);
+  ::close(fd);
+  return err;
+}
+
+// FS_IOC_MEASURE_VERITY: the digest's bytes, or empty with `err` set.
+std::string measure(int fd, int& err) {
+  alignas(fsverity_digest) std::uint8_t buf[sizeof(fsverity_digest) + 64] = {};
+  auto* d = reinterpret_cast<fsverity_digest*>(buf);
+  d->digest_size = 64;
+  err = ::ioctl(fd, FS_IOC_MEASURE_VERITY, d) == 0 ? 0 : errno;
+  return err ? std::string()
+             : std::string(reinterpret_cast<char*>(buf + sizeof(fsverity_digest)), d->digest_size);
+}
+
+long vm_hwm_kib(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("VmHWM:", 0) == 0) return std::stol(line.substr(6));
+  }
+  return -1;
+}
+
+// utime + stime of a process, in clock ticks.
+long cpu_ticks(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(in)), {});
+  const std::size_t close = text.rfind(')');
+  if (close == std::string::npos) return 0;
+  std::istringstream rest(text.substr(close + 2));
+  std::string field;
+  long utime = 0, stime = 0;
+  for (int i = 3; rest >> field; ++i) {
+    if (i == 14) utime = std::stol(field);
+    if (i == 15) {
+      stime = std::stol(field);
+      break;
+    }
+  }
+  return utime + stime;
+}
+
+class MountAttack : public quiesce::test::MountFixture {
+ protected:
+  void SetUp() override {
+    MountFixture::SetUp();
+    // Outside SOURCE: a root-only file and a root-only directory.
+    secret_ = dir_ / "secret";
+    std::ofstream(secret_) << kSecret;
+    ::chmod(secret_.c_str(), 0600);
+    fs::create_directories(vault_ = dir_ / "vault");
+    std::ofstream(vault_ / "file") << kSecret;
+    ::chmod(vault_.c_str(), 0700);
+    // Inside SOURCE: nobody's directory.
+    fs::create_directories(user_ = src_ / "u");
+    ASSERT_EQ(::chown(user_.c_str(), 65534, 65534), 0);
+  }
+  // As nobody, in SOURCE: `name` (a file of `content`, owned by nobody).
+  void user_file(const std::string& name, const std::string& content) {
+    ASSERT_EQ(as_nobody([&] {
+                std::ofstream(user_ / name) << content;
+                return fs::exists(user_ / name) ? 0 : 1;
+              }),
+              0);
+  }
+  // As nobody, in SOURCE: `name` moved aside and replaced by a symlink to `target`.
+  void swap_for_symlink(const std::string& name, const fs::path& target) {
+    ASSERT_EQ(as_nobody([&] {
+                if (::rename((user_ / name).c_str(), (user_ / (name + ".old")).c_str()) != 0) {
+                  return 1;
+                }
+                return ::symlink(target.c_str(), (user_ / name).c_str()) == 0 ? 0 : 2;
+              }),
+              0);
+  }
+  bool secret_intact() {
+    struct stat st {};
+    return slurp(secret_) == kSecret && ::stat(secret_.c_str(), &st) == 0 &&
+           (st.st_mode & 07777) == 0600 && st.st_uid == 0;
+  }
+
+  fs::path secret_, vault_, user_;
+};
+
+// A symlink planted in SOURCE is shown as a symlink: the kernel follows it as the caller,
+// the daemon never does.
+TEST_F(MountAttack, ASymlinkToARootFileIsNeverFollowedByTheDaemon) {
+  SKIP_UNLESS_FUSE();
+  ASSERT_EQ(as_nobody([&] { return ::symlink(secret_.c_str(), (user_ / "ln").c_str()) ? 1 : 0; }),
+            0);
+  start();
+  const read_result r = nobody_read(mnt_ / "u" / "ln");
+  EXPECT_FALSE(leaked(r.data)) << "the daemon read a root-only file";
+  EXPECT_EQ(r.err, EACCES);
+}
+
+// Looked up, then replaced by a symlink (the file, or a directory above it): what the
+// kernel already knows (the name, the attributes it checks permissions with) stays the
+// inode it looked up.
+TEST_F(MountAttack, SymlinkSwapsAfterLookupNeverReachOutside) {
+  SKIP_UNLESS_FUSE();
+  user_file("f", kMine);
+  ASSERT_EQ(as_nobody([&] { return ::mkdir((user_ / "d").c_str(), 0755) ? 1 : 0; }), 0);
+  ASSERT_EQ(as_nobody([&] {
+              std::ofstream(user_ / "d" / "file") << kMine;
+              return 0;
+            }),
+            0);
+  start();
+  EXPECT_EQ(nobody_read(mnt_ / "u" / "f").data, kMine);
+  EXPECT_EQ(nobody_read(mnt_ / "u" / "d" / "file").data, kMine);
+  swap_for_symlink("f", secret_);
+  swap_for_symlink("d", vault_);
+  for (int i = 0; i < 3; ++i) {
+    const read_result f = nobody_read(mnt_ / "u" / "f");
+    const read_result d = nobody_read(mnt_ / "u" / "d" / "file");
+    EXPECT_FALSE(leaked(f.data)) << "read the root-only file";
+    EXPECT_FALSE(leaked(d.data)) << "read inside the root-only directory";
+  }
+}
+
+// chmod, truncate, unlink and rename through a swapped name change nothing outside SOURCE.
+TEST_F(MountAttack, ChangesThroughSwappedNamesStayInside) {
+  SKIP_UNLESS_FUSE();
+  user_file("c", "c\n");
+  user_file("t", "t\n");
+  ASSERT_EQ(as_nobody([&] { return ::mkdir((user_ / "dd").c_str(), 0755) ? 1 : 0; }), 0);
+  start();
+  // The kernel learns the names (and that nobody owns them).
+  for (const char* n : {"c", "t"})
+    EXPECT_EQ(nobody_read(mnt_ / "u" / n).err, 0);
+  EXPECT_EQ(as_nobody([&] {
+              struct stat st {};
+              return ::stat((mnt_ / "u" / "dd").c_str(), &st) == 0 ? 0 : 1;
+            }),
+            0);
+  swap_for_symlink("c", secret_);
+  swap_for_symlink("t", secret_);
+  swap_for_symlink("dd", vault_);
+  as_nobody([&] { return errno_of(::chmod((mnt_ / "u" / "c").c_str(), 0666)); });
+  as_nobody([&] { return errno_of(::truncate((mnt_ / "u" / "t").c_str(), 0)); });
+  as_nobody([&] { return errno_of(::unlink((mnt_ / "u" / "dd" / "file").c_str())); });
+  as_nobody([&] {
+    return errno_of(::rename((mnt_ / "u" / "dd" / "file").c_str(), (mnt_ / "u" / "got").c_str()));
+  });
+  EXPECT_TRUE(secret_intact()) << "a root-only file outside SOURCE was changed";
+  EXPECT_EQ(slurp(vault_ / "file"), kSecret) << "a root-only directory was changed";
+  EXPECT_FALSE(fs::exists(user_ / "got"));
+}
+
+// An enable through a swapped name builds no tree of, and writes nothing beside, a file
+// outside SOURCE.
+TEST_F(MountAttack, EnableThroughASwappedNameWritesNothingOutside) {
+  SKIP_UNLESS_FUSE();
+  user_file("e", kMine);
+  start();
+  const int rc = as_nobody([&] {
+    const int fd = ::open((mnt_ / "u" / "e").c_str(), O_RDONLY);
+    if (fd < 0) return 100;
+    if (::rename((user_ / "e").c_str(), (user_ / "e.old").c_str()) != 0 ||
+        ::symlink(secret_.c_str(), (user_ / "e").c_str()) != 0) {
+      return 101;
+    }
+    return enable_ioctl(fd);
+  });
+  EXPECT_NE(rc, 100);
+  EXPECT_NE(rc, 101);
+  EXPECT_FALSE(fs::exists(dir_ / "secret.verity")) << "a sidecar was written outside SOURCE";
+  EXPECT_TRUE(secret_intact());
+  EXPECT_FALSE(leaked(nobody_read(mnt_ / "u" / "e").data)) << "the enable opened the root file";
+}
+
+// A file replaced by a FIFO never holds a daemon thread: with more FIFO opens pending than
+// the daemon has threads, the mount still answers.
+TEST_F(MountAttack, FifoSwapsDoNotStallTheMount) {
+  SKIP_UNLESS_FUSE();
+  for (int i = 0; i < 20; ++i)
+    user_file("p" + std::to_string(i), "p\n");
+  user_file("alive", "alive\n");
+  start();
+  for (int i = 0; i < 20; ++i)
+    EXPECT_EQ(nobody_read(mnt_ / "u" / ("p" + std::to_string(i))).err, 0);
+  ASSERT_EQ(as_nobody([&] {
+              for (int i = 0; i < 20; ++i) {
+                const fs::path p = user_ / ("p" + std::to_string(i));
+                if (::unlink(p.c_str()) != 0 || ::mkfifo(p.c_str(), 0644) != 0) return 1;
+              }
+              return 0;
+            }),
+            0);
+  std::vector<pid_t> openers;
+  for (int i = 0; i < 20; ++i) {
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      // Blocks in the kernel until a writer comes (never): killed below.
+      ::open((mnt_ / "u" / ("p" + std::to_string(i))).c_str(), O_RDONLY);
+      std::_Exit(0);
+    }
+    openers.push_back(pid);
+  }
+  // Every opener has reached its open (or finished it) before the mount is asked again.
+  EXPECT_TRUE(eventually([&] {
+    for (pid_t pid : openers) {
+      std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+      std::string text((std::istreambuf_iterator<char>(stat)), {});
+      const std::size_t close = text.rfind(')');
+      if (close != std::string::npos && text.size() > close + 2 && text[close + 2] == 'R') {
+        return false;
+      }
+    }
+    return true;
+  }));
+  const read_result alive = nobody_read(mnt_ / "u" / "alive");
+  EXPECT_EQ(alive.data, "alive\n") << "the mount stopped answering";
+  for (pid_t pid : openers) {
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, nullptr, 0);
+  }
+}
+
+// The kernel's enable refuses a file with a writer (ETXTBSY): an open descriptor or a
+// shared writable mapping. Once they are gone it succeeds, and every byte read matches the
+// digest it reports.
+TEST_F(MountAttack, EnableRefusesWritersAndMappings) {
+  SKIP_UNLESS_FUSE();
+  write_random(src_ / "w", 100'000, 1);
+  write_random(src_ / "m", 100'000, 2);
+  start();
+  const int w = ::open((mnt_ / "w").c_str(), O_RDWR);
+  ASSERT_GE(w, 0);
+  EXPECT_EQ(enable_path(mnt_ / "w"), ETXTBSY) << "enabled while open for writing";
+  {
+    // The writer's bytes land after the refused enable: the file is still plain.
+    ASSERT_EQ(::pwrite(w, "WRITER", 6, 0), 6);
+  }
+  const int m = ::open((mnt_ / "m").c_str(), O_RDWR);
+  ASSERT_GE(m, 0);
+  void* map = ::mmap(nullptr, 100'000, PROT_READ | PROT_WRITE, MAP_SHARED, m, 0);
+  ASSERT_NE(map, MAP_FAILED);
+  ::close(m);
+  EXPECT_EQ(enable_path(mnt_ / "m"), ETXTBSY) << "enabled under a shared writable mapping";
+  std::memcpy(map, "MAPPED", 6);
+  ::msync(map, 100'000, MS_SYNC);
+  ::munmap(map, 100'000);
+  ::close(w);
+  for (const char* name : {"w", "m"}) {
+    ASSERT_TRUE(eventually([&] { return enable_path(mnt_ / name) == 0; })) << name;
+    const std::string digest = shell2("fsverity digest " + (src_ / name).string()).out;
+    const std::string measured = shell2("fsverity measure " + (mnt_ / name).string()).out;
+    EXPECT_EQ(digest.substr(0, 71), measured.substr(0, 71)) << name;
+    EXPECT_EQ(slurp(mnt_ / name), slurp(src_ / name)) << name;
+    // Immutable from now on, under any name.
+    EXPECT_LT(::open((mnt_ / name).c_str(), O_RDWR), 0);
+    EXPECT_EQ(errno, EPERM);
+  }
+}
+
+// Pages read while a file was plain are never served to its verified open: the owner
+// rewrites it in place (same size, same mtime) and enables it in SOURCE; an open that
+// reports a digest reads that digest's bytes.
+TEST_F(MountAttack, APlainReadsPagesNeverServeAVerifiedOpen) {
+  SKIP_UNLESS_FUSE();
+  std::string a(65536, 'A'), b(65536, 'B');
+  std::ofstream(src_ / "f") << a;
+  start();
+  ASSERT_EQ(slurp(mnt_ / "f"), a);  // cached, plain
+  struct stat before {};
+  ASSERT_EQ(::stat((src_ / "f").c_str(), &before), 0);
+  {
+    std::fstream io(src_ / "f", std::ios::in | std::ios::out | std::ios::binary);
+    io << b;
+  }
+  const timespec times[2] = {before.st_atim, before.st_mtim};
+  ASSERT_EQ(::utimensat(AT_FDCWD, (src_ / "f").c_str(), times, 0), 0);
+  ASSERT_EQ(shell2(std::string(QUIESCE_CLI) + " verity enable " + (src_ / "f").string()).code, 0);
+  bool verified_open = false;
+  ASSERT_TRUE(eventually([&] {
+    const int fd = ::open((mnt_ / "f").c_str(), O_RDONLY);
+    if (fd < 0) return false;
+    int err = 0;
+    measure(fd, err);
+    std::string got(65536, '\0');
+    const ssize_t n = ::pread(fd, got.data(), got.size(), 0);
+    ::close(fd);
+    if (err != 0) return false;  // still the plain node the kernel looked up before
+    verified_open = true;
+    EXPECT_TRUE(n < 0 || got == b) << "a verified open read the plain file's old pages";
+    return true;
+  }));
+  EXPECT_TRUE(verified_open);
+}
+
+// An enable drops what the file's plain opens cached: its owner rewrote it in SOURCE (same
+// size and mtime) after a plain read, then enabled it through the mount on that very
+// descriptor - which then reads the bytes of the digest it reports.
+TEST_F(MountAttack, AnEnableDropsPagesCachedWhilePlain) {
+  SKIP_UNLESS_FUSE();
+  const std::string a(65536, 'A'), b(65536, 'B');
+  std::ofstream(src_ / "f") << a;
+  start();
+  const int fd = ::open((mnt_ / "f").c_str(), O_RDONLY);
+  ASSERT_GE(fd, 0);
+  std::string got(65536, '\0');
+  ASSERT_EQ(::pread(fd, got.data(), got.size(), 0), 65536);
+  ASSERT_EQ(got, a);
+  struct stat before {};
+  ASSERT_EQ(::stat((src_ / "f").c_str(), &before), 0);
+  {
+    std::fstream io(src_ / "f", std::ios::in | std::ios::out | std::ios::binary);
+    io << b;
+  }
+  const timespec times[2] = {before.st_atim, before.st_mtim};
+  ASSERT_EQ(::utimensat(AT_FDCWD, (src_ / "f").c_str(), times, 0), 0);
+  ASSERT_EQ(enable_ioctl(fd), 0);
+  int err = 0;
+  const std::string digest = measure(fd, err);
+  ASSERT_EQ(err, 0);
+  const std::string want = shell2("fsverity digest --compact " + (src_ / "f").string()).out;
+  std::string hex;
+  for (unsigned char c : digest)
+    hex += "0123456789abcdef"[c >> 4], hex += "0123456789abcdef"[c & 15];
+  EXPECT_EQ(hex + "\n", want);
+  ASSERT_EQ(::pread(fd, got.data(), got.size(), 0), 65536);
+  EXPECT_EQ(got, b) << "the descriptor read pages cached before the enable";
+  ::close(fd);
+}
+
+// A file enabled in SOURCE after the mount looked it up is a verity file at its next open
+// (not the plain file the kernel remembers).
+TEST_F(MountAttack, AFileEnabledInSourceIsVerityAtItsNextOpen) {
+  SKIP_UNLESS_FUSE();
+  write_random(src_ / "f", 10'000, 11);
+  start();
+  ASSERT_EQ(slurp(mnt_ / "f").size(), 10'000u);
+  ASSERT_EQ(shell2(std::string(QUIESCE_CLI) + " verity enable " + (src_ / "f").string()).code, 0);
+  const int fd = ::open((mnt_ / "f").c_str(), O_RDONLY);
+  ASSERT_GE(fd, 0);
+  int err = 0;
+  measure(fd, err);
+  EXPECT_EQ(err, 0) << "opened as the plain file it was";
+  ::close(fd);
+  EXPECT_LT(::open((mnt_ / "f").c_str(), O_WRONLY), 0);
+  EXPECT_EQ(errno, EPERM);
+}
+
+// A second name of a verity file is a verity file; a source-side hard link too, once the
+// mount knows the inode; and a file with two names cannot be enabled.
+TEST_F(MountAttack, HardLinksOfAVerityFileAreImmutable) {
+  SKIP_UNLESS_FUSE();
+  write_random(src_ / "v", 50'000, 3);
+  write_random(src_ / "two", 50'000, 4);
+  ASSERT_EQ(::link((src_ / "two").c_str(), (src_ / "two-b").c_str()), 0);
+  start();
+  ASSERT_EQ(enable_path(mnt_ / "v"), 0);
+  ASSERT_EQ(::link((mnt_ / "v").c_str(), (mnt_ / "v2").c_str()), 0) << std::strerror(errno);
+  EXPECT_LT(::open((mnt_ / "v2").c_str(), O_WRONLY), 0);
+  EXPECT_EQ(errno, EPERM);
+  EXPECT_EQ(shell2("fsverity measure " + (mnt_ / "v2").string()).out.substr(0, 71),
+            shell2("fsverity measure " + (mnt_ / "v").string()).out.substr(0, 71));
+  ASSERT_EQ(::link((src_ / "v").c_str(), (src_ / "v3").c_str()), 0);
+  EXPECT_LT(::open((mnt_ / "v3").c_str(), O_RDWR), 0) << "a hard link of a verity file opened "
+                                                         "for writing";
+  EXPECT_EQ(errno, EPERM);
+  EXPECT_EQ(slurp(mnt_ / "v3"), slurp(src_ / "v"));
+  EXPECT_EQ(enable_path(mnt_ / "two"), EMLINK);
+}
+
+// Enabling needs write permission, as the kernel's (EACCES): a reader cannot make root's
+// file immutable.
+TEST_F(MountAttack, EnableWithoutWritePermissionIsEacces) {
+  SKIP_UNLESS_FUSE();
+  write_random(src_ / "roots", 10'000, 5);
+  ::chmod((src_ / "roots").c_str(), 0644);
+  start();
+  EXPECT_EQ(as_nobody([&] {
+              const int fd = ::open((mnt_ / "roots").c_str(), O_RDONLY);
+              return fd < 0 ? 100 : enable_ioctl(fd);
+            }),
+            EACCES);
+  EXPECT_FALSE(fs::exists(src_ / "roots.verity"));
+}
+
+// Two enables of one file at once: one succeeds, the other is EBUSY (or EEXIST if it came
+// second), and the sidecar is whole.
+TEST_F(MountAttack, ConcurrentEnablesOneWins) {
+  SKIP_UNLESS_FUSE();
+  {
+    std::ofstream out(src_ / "big", std::ios::binary);
+    std::string chunk(1 << 20, 'x');
+    for (int i = 0; i < 64; ++i)
+      out << chunk;
+  }
+  start();
+  for (int round = 0; round < 3; ++round) {
+    const std::string name = "big" + std::to_string(round);
+    if (round > 0) fs::copy_file(src_ / "big", src_ / name);
+    const fs::path p = mnt_ / (round > 0 ? name : "big");
+    int pipes[2][2];
+    pid_t pids[2];
+    for (int i = 0; i < 2; ++i) {
+      ASSERT_EQ(::pipe(pipes[i]), 0);
+      pids[i] = ::fork();
+      if (pids[i] == 0) {
+        const int fd = ::open(p.c_str(), O_RDONLY);
+        char go;
+        if (::read(pipes[i][0], &go, 1) != 1) std::_Exit(250);
+        std::_Exit(fd < 0 ? 251 : enable_ioctl(fd));
+      }
+    }
+    for (int i = 0; i < 2; ++i)
+      ASSERT_EQ(::write(pipes[i][1], "g", 1), 1);
+    int codes[2];
+    for (int i = 0; i < 2; ++i) {
+      int status = 0;
+      ::waitpid(pids[i], &status, 0);
+      codes[i] = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+      ::close(pipes[i][0]);
+      ::close(pipes[i][1]);
+    }
+    EXPECT_EQ((codes[0] == 0) + (codes[1] == 0), 1) << codes[0] << " " << codes[1];
+    for (int c : codes)
+      EXPECT_TRUE(c == 0 || c == EBUSY || c == EEXIST) << c;
+    EXPECT_EQ(shell2("fsverity measure " + p.string()).out.substr(0, 71),
+              shell2("fsverity digest " + (src_ / (round > 0 ? name : "big")).string())
+                  .out.substr(0, 71));
+  }
+}
+
+// The kernel's parameter ranges, at both ends, with its errno values, before any work: a
+// block size of 2^30 is EINVAL without the daemon allocating it.
+TEST_F(MountAttack, EnableParametersHaveTheKernelsRangeAndCostNothingWhenRefused) {
+  SKIP_UNLESS_FUSE();
+  start();
+  const long page = ::sysconf(_SC_PAGESIZE);
+  const long hwm_before = vm_hwm_kib(pid_);
+  struct param_case {
+    std::uint32_t block_size, salt_size, sig_size, alg;
+    int want;
+  };
+  const std::vector<param_case> cases = {
+      {std::uint32_t{1} << 30, 0, 0, 1, EINVAL},
+      {512, 0, 0, 1, EINVAL},
+      {3000, 0, 0, 1, EINVAL},
+      {static_cast<std::uint32_t>(page) * 2, 0, 0, 1, EINVAL},
+      {4096, 33, 0, 1, EMSGSIZE},
+      {4096, 0, 16129, 1, EMSGSIZE},
+      {4096, 0, 0, 3, EINVAL},
+      {4096, 0, 0, 0, EINVAL},
+      {1024, 32, 0, 2, 0},
+      {static_cast<std::uint32_t>(page), 0, 0, 1, 0},
+  };
+  int i = 0;
+  for (const param_case& c : cases) {
+    const fs::path p = src_ / ("f" + std::to_string(i++));
+    write_random(p, 3, static_cast<unsigned>(i));
+    const int fd = ::open((mnt_ / p.filename()).c_str(), O_RDONLY);
+    ASSERT_GE(fd, 0);
+    EXPECT_EQ(enable_ioctl(fd, c.block_size, c.salt_size, c.sig_size, c.alg), c.want)
+        << "block " << c.block_size << " salt " << c.salt_size << " sig " << c.sig_size << " alg "
+        << c.alg;
+    ::close(fd);
+  }
+  // Refusals allocate nothing: the daemon's peak stays within 64 MiB of where it was.
+  EXPECT_LT(vm_hwm_kib(pid_) - hwm_before, 64 * 1024);
+  // An ioctl on a directory is the kernel's EISDIR, never a file handle's answer.
+  const int dir = ::open(mnt_.c_str(), O_RDONLY | O_DIRECTORY);
+  ASSERT_GE(dir, 0);
+  EXPECT_EQ(enable_ioctl(dir), EISDIR);
+  int err = 0;
+  measure(dir, err);
+  EXPECT_EQ(err, ENODATA);
+  ::close(dir);
+}
+
+// An enable whose caller is interrupted stops (FUSE_INTERRUPT): the daemon says so and
+// writes no sidecar.
+TEST_F(MountAttack, AnInterruptedEnableStops) {
+  SKIP_UNLESS_FUSE();
+  {
+    // 16 GiB of holes: minutes to hash.
+    const int fd = ::open((src_ / "huge").c_str(), O_CREAT | O_WRONLY, 0644);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(::ftruncate(fd, off_t{16} << 30), 0);
+    ::close(fd);
+  }
+  start();
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    const int fd = ::open((mnt_ / "huge").c_str(), O_RDONLY);
+    std::_Exit(fd < 0 ? 251 : enable_ioctl(fd));
+  }
+  // The enable is with the daemon: its caller is in ioctl(2) (syscall 16 on x86-64) and the
+  // daemon has spent a fifth of a second of CPU since.
+  const long cpu_before = cpu_ticks(pid_);
+  ASSERT_TRUE(eventually([&] {
+    std::ifstream sc("/proc/" + std::to_string(pid) + "/syscall");
+    std::string nr;
+    sc >> nr;
+    return nr == "16" && cpu_ticks(pid_) - cpu_before >= ::sysconf(_SC_CLK_TCK) / 5;
+  }));
+  ::kill(pid, SIGKILL);
+  ::waitpid(pid, nullptr, 0);
+  EXPECT_TRUE(eventually([&] { return daemon_log().find("interrupted") != std::string::npos; }))
+      << "the enable went on after its caller died: " << daemon_log();
+  EXPECT_FALSE(fs::exists(src_ / "huge.verity"));
+}
+
+// A file named like a sidecar that is not one is an ordinary file, and the file it seems
+// to belong to stays readable.
+TEST_F(MountAttack, AFileNamedLikeASidecarIsAnOrdinaryFile) {
+  SKIP_UNLESS_FUSE();
+  std::ofstream(src_ / "notes") << "notes\n";
+  std::ofstream(src_ / "notes.verity") << "not a sidecar\n";
+  user_file("x", "x\n");
+  start();
+  EXPECT_EQ(slurp(mnt_ / "notes"), "notes\n");
+  EXPECT_EQ(slurp(mnt_ / "notes.verity"), "not a sidecar\n");
+  // Another user cannot turn nobody's file into a verity file with a sidecar of their own
+  // (a sidecar of other bytes: taken for x's, it would fail x's reads).
+  std::ofstream(dir_ / "y") << "y\n";
+  ASSERT_EQ(
+      shell2(std::string(QUIESCE_CLI) + " verity enable " + (dir_ / "y").string() + " --sidecar " +
+             (user_ / "x.verity").string() + " && chown 1:1 " + (user_ / "x.verity").string())
+          .code,
+      0);
+  EXPECT_EQ(nobody_read(mnt_ / "u" / "x").data, "x\n");
+}
+
+// SIGTERM while reads wait on the verification queue: every one is answered or failed
+// before the session goes (valgrind finds no invalid access in the release build; the
+// sanitizer builds check the same themselves).
+TEST_F(MountAttack, SigtermWithReadsInFlightIsClean) {
+  SKIP_UNLESS_FUSE();
+  write_random(src_ / "r", 8 << 20, 9);
+  ASSERT_EQ(shell2(std::string(QUIESCE_CLI) + " verity enable " + (src_ / "r").string()).code, 0);
+  const bool valgrind =
+      std::string(QUIESCE_SANITIZE).empty() && shell2("command -v valgrind").code == 0;
+  start("", valgrind ? "valgrind -q --error-exitcode=99 --trace-children=no" : "");
+  std::vector<pid_t> readers;
+  for (int i = 0; i < 4; ++i) {
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      std::vector<char> buf(1 << 20);
+      for (;;) {
+        const int fd = ::open((mnt_ / "r").c_str(), O_RDONLY | O_DIRECT);
+        if (fd < 0) std::_Exit(0);
+        for (off_t at = 0; ::pread(fd, buf.data(), buf.size(), at) > 0; at += 1 << 20) {
+        }
+        ::close(fd);
+      }
+    }
+    readers.push_back(pid);
+  }
+  // The readers are reading (the queue has run verification items) before the signal.
+  ASSERT_TRUE(eventually([&] { return nobody_read(mnt_ / "r").data.size() == (8u << 20); }));
+  const int status = stop(SIGTERM);
+  for (pid_t pid : readers) {
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, nullptr, 0);
+  }
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+      << "status " << status << ": " << daemon_log();
+  EXPECT_FALSE(quiesce::test::is_mount_point(mnt_));
+}
+
+// A daemon killed outright leaves no mount behind (auto_unmount).
+TEST_F(MountAttack, AKilledDaemonLeavesNoMount) {
+  SKIP_UNLESS_FUSE();
+  start();
+  stop(SIGKILL);
+  EXPECT_TRUE(eventually([&] { return !quiesce::test::is_mount_point(mnt_); }))
+      << "the mount outlived its daemon";
+}
+
+}  // namespace
