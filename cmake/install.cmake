@@ -14,6 +14,9 @@ install(TARGETS quiesce quiesce_keys quiesce_sanitize quiesce_verity EXPORT quie
         RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 if(TARGET quiesce_cli)
   install(TARGETS quiesce_cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+  # mount.fuse3's helper for `mount -t fuse.quiesce-verity` and fstab.
+  install(PROGRAMS ${PROJECT_SOURCE_DIR}/tools/quiesce/quiesce-verity
+          DESTINATION ${CMAKE_INSTALL_BINDIR})
 endif()
 install(EXPORT quiesceTargets NAMESPACE quiesce:: DESTINATION ${QUIESCE_CMAKE_DIR})
 

@@ -131,6 +131,14 @@ bool fusermount_unmount(const fs::path& mountpoint) {
   return WIFEXITED(status) && WEXITSTATUS(status) == 0;
 }
 
+bool setuid_fusermount() {
+  for (const char* p : {"/usr/bin/fusermount3", "/bin/fusermount3", "/usr/local/bin/fusermount3"}) {
+    struct stat st {};
+    if (::stat(p, &st) == 0 && (st.st_mode & S_ISUID) && st.st_uid == 0) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 void parse_mount_options(const std::string& list, verity_mount_options& o) {
@@ -182,8 +190,10 @@ void parse_mount_options(const std::string& list, verity_mount_options& o) {
 
 std::optional<std::string> verity_mount_refusal(const fs::path& source,
                                                 const fs::path& mountpoint) {
-  if (::access("/dev/fuse", R_OK | W_OK) != 0) {
-    return fmt::format("/dev/fuse: {} (FUSE is not available here)", std::strerror(errno));
+  // A user who cannot open /dev/fuse mounts through the setuid fusermount3, as libfuse does.
+  if (::access("/dev/fuse", R_OK | W_OK) != 0 && (::geteuid() == 0 || !setuid_fusermount())) {
+    return fmt::format("/dev/fuse: {} (FUSE is not available here{})", std::strerror(errno),
+                       ::geteuid() == 0 ? "" : ", and no setuid fusermount3");
   }
   std::error_code ec;
   if (!fs::is_directory(source, ec)) return fmt::format("{}: not a directory", source.string());
@@ -233,10 +243,6 @@ struct verity_mount::impl {
 verity_mount::verity_mount(const fs::path& source, const fs::path& mountpoint,
                            const verity_mount_options& o)
     : impl_(std::make_unique<impl>()) {
-  if (auto why = verity_mount_refusal(source, mountpoint)) throw mount_error(*why, 2);
-  if (o.require_signatures && o.certs.empty()) {
-    throw mount_error("--require-signatures: no trusted certificate (--cert FILE)", 2);
-  }
   const bool root = ::geteuid() == 0;
   const bool allow_other = o.allow_other.value_or(root);
   if (allow_other && !root && !user_allow_other()) {
@@ -245,6 +251,11 @@ verity_mount::verity_mount(const fs::path& source, const fs::path& mountpoint,
         "user_allow_other",
         2);
   }
+  if (o.require_signatures && o.certs.empty()) {
+    throw mount_error("require_signatures: no trusted certificate (--cert FILE, -o cert=FILE)",
+                      2);
+  }
+  if (auto why = verity_mount_refusal(source, mountpoint)) throw mount_error(*why, 2);
   impl_->options = o;
   filesystem& f = impl_->f;
   f.source = fs::canonical(source);

@@ -25,8 +25,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "shell.hpp"
-#include "wait.hpp"
+#include "mount_fixture.hpp"
 
 namespace {
 
@@ -34,84 +33,17 @@ namespace fs = std::filesystem;
 
 using result = quiesce::test::shell_result;
 using quiesce::test::slurp;
+using quiesce::test::write_random;
 
 result shell(const std::string& cmd) {
-  return quiesce::test::run_shell(cmd + " 2>&1");
-}
-
-void write_random(const fs::path& p, std::size_t size, unsigned seed) {
-  std::mt19937 rng(seed);
-  std::string bytes(size, '\0');
-  for (char& c : bytes)
-    c = static_cast<char>(rng());
-  std::ofstream(p, std::ios::binary) << bytes;
+  return quiesce::test::shell2(cmd);
 }
 
 bool is_mounted(const fs::path& dir) {
   return quiesce::test::is_mount_point(dir);
 }
 
-std::optional<std::string> fuse_unusable() {
-  if (::geteuid() != 0) return "needs root";
-  if (::access("/dev/fuse", R_OK | W_OK) != 0) return "/dev/fuse is not usable here";
-  if (shell("command -v fsverity").code != 0) return "fsverity-utils is not installed";
-  return std::nullopt;
-}
-
-#define SKIP_UNLESS_FUSE()                                \
-  do {                                                    \
-    if (auto why = fuse_unusable()) GTEST_SKIP() << *why; \
-  } while (0)
-
-class VerityMount : public testing::Test {
- protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("quiesce-mount-" + std::to_string(::getpid()));
-    fs::remove_all(dir_);
-    fs::create_directories(src_ = dir_ / "src");
-    fs::create_directories(mnt_ = dir_ / "mnt");
-  }
-  void TearDown() override {
-    stop();
-    if (is_mounted(mnt_)) shell("umount -l " + mnt_.string());
-    fs::remove_all(dir_);
-  }
-
-  // Starts `quiesce verity mount SRC MNT ARGS` and waits for the mount.
-  void start(const std::string& args = "") {
-    log_ = dir_ / "daemon.log";
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      const std::string cmd = std::string(QUIESCE_CLI) + " verity mount " + src_.string() + " " +
-                              mnt_.string() + " --foreground " + args + " >" + log_.string() + " 2>&1";
-      ::execl("/bin/sh", "sh", "-c", ("exec " + cmd).c_str(), nullptr);
-      std::_Exit(127);
-    }
-    ASSERT_TRUE(quiesce::test::eventually([&] {
-      int status = 0;
-      if (::waitpid(pid_, &status, WNOHANG) == pid_) {
-        pid_ = -1;
-        return true;  // died: reported below
-      }
-      return is_mounted(mnt_);
-    })) << "the mount never appeared: "
-        << slurp(log_);
-    ASSERT_GT(pid_, 0) << "the daemon exited: " << slurp(log_);
-  }
-  // Sends `sig` and waits for the daemon; its exit status.
-  int stop(int sig = SIGTERM) {
-    if (pid_ <= 0) return -1;
-    ::kill(pid_, sig);
-    int status = 0;
-    ::waitpid(pid_, &status, 0);
-    pid_ = -1;
-    return status;
-  }
-  std::string daemon_log() { return slurp(log_); }
-
-  fs::path dir_, src_, mnt_, log_;
-  pid_t pid_ = -1;
-};
+class VerityMount : public quiesce::test::MountFixture {};
 
 // `fsverity measure` on the mount is `fsverity digest` of the source and `quiesce verity
 // digest`, for sizes, both algorithms, block sizes and salts; the bytes read are the file's.
@@ -415,6 +347,105 @@ TEST_F(VerityMount, SignalsUnmountAndMistakesAreExit2) {
   const result nonempty = shell(cli + src_.string() + " " + mnt_.string());
   EXPECT_EQ(nonempty.code, 2) << nonempty.out;
   EXPECT_NE(nonempty.out.find("not empty"), std::string::npos) << nonempty.out;
+}
+
+// Like sshfs: the command returns once the mount is ready and a child serves it; the
+// first listing right after it sees the files.
+TEST_F(VerityMount, ReturnsOnceMountedAndServesInTheBackground) {
+  SKIP_UNLESS_FUSE();
+  std::ofstream(src_ / "a") << "a";
+  for (int i = 0; i < 3; ++i) {
+    const result r = shell(quiesce::test::mount_cli() + " verity mount " + src_.string() + " " +
+                           mnt_.string() + " && ls " + mnt_.string());
+    EXPECT_EQ(r.code, 0) << r.out;
+    EXPECT_TRUE(r.out == "a\n" || r.out.ends_with("\na\n")) << "try " << i << ": " << r.out;
+    EXPECT_TRUE(is_mounted(mnt_));
+    EXPECT_EQ(shell("fusermount3 -u " + mnt_.string()).code, 0);
+    // The daemon ends with its mount.
+    EXPECT_TRUE(quiesce::test::eventually([&] {
+      // (the bracket keeps pgrep's own shell from matching)
+      return shell("pgrep -f 'verity moun[t] " + src_.string() + " '").code != 0;
+    })) << "the daemon outlived its mount";
+  }
+}
+
+// mount(8) through mount.fuse3 and the helper (what an fstab line does): options as mount
+// passes them - ro (EROFS, enable too), noatime, cert=, what fstab adds - and umount(8).
+TEST_F(VerityMount, MountsThroughMountFuse3WithOptions) {
+  SKIP_UNLESS_FUSE();
+  if (shell("test -x /sbin/mount.fuse3 || test -x /usr/sbin/mount.fuse3").code != 0) {
+    GTEST_SKIP() << "mount.fuse3 is not installed";
+  }
+  const std::string helper = fs::path(quiesce::test::mount_cli()).parent_path() / "quiesce-verity";
+  ASSERT_TRUE(fs::exists(helper)) << helper;
+  write_random(src_ / "v", 20'000, 1);
+  ASSERT_EQ(shell(std::string(QUIESCE_CLI) + " verity enable " + (src_ / "v").string()).code, 0);
+  std::ofstream(src_ / "p") << "plain";
+  const result m = shell("mount -t fuse '" + helper + "#" + src_.string() + "' " + mnt_.string() +
+                         " -o ro,noatime,nosuid,nodev,noauto,_netdev,x-systemd.automount");
+  ASSERT_EQ(m.code, 0) << m.out;
+  ASSERT_TRUE(is_mounted(mnt_));
+  const std::string line = shell("grep ' " + mnt_.string() + " ' /proc/mounts").out;
+  EXPECT_NE(line.find("fuse.quiesce-verity"), std::string::npos) << line;
+  EXPECT_NE(line.find("ro,"), std::string::npos) << line;
+  EXPECT_NE(line.find("noatime"), std::string::npos) << line;
+  EXPECT_EQ(slurp(mnt_ / "p"), "plain");
+  EXPECT_EQ(slurp(mnt_ / "v"), slurp(src_ / "v"));
+  EXPECT_LT(::open((mnt_ / "p").c_str(), O_WRONLY), 0);
+  EXPECT_EQ(errno, EROFS);
+  const result enable = shell("fsverity enable " + (mnt_ / "p").string());
+  EXPECT_NE(enable.out.find("Read-only file system"), std::string::npos) << enable.out;
+  EXPECT_EQ(shell("umount " + mnt_.string()).code, 0);
+  EXPECT_FALSE(is_mounted(mnt_));
+}
+
+// -o mistakes are one line and exit 2, before anything is mounted; a user who is not root
+// may not open the mount to others unless /etc/fuse.conf says so.
+TEST_F(VerityMount, OptionMistakesAreExit2) {
+  SKIP_UNLESS_FUSE();
+  const std::string cli = quiesce::test::mount_cli() + " verity mount " + src_.string() + " " +
+                          mnt_.string();
+  for (const auto& [args, says] : std::vector<std::pair<std::string, std::string>>{
+           {"-o ro,bogus", "-o bogus: not an option"},
+           {"-o cert=", "no file named"},
+           {"-o require_signatures", "no trusted certificate"},
+           {"-o cert=/nonexistent.pem", "/nonexistent.pem"}}) {
+    const result r = shell(cli + " " + args);
+    EXPECT_EQ(r.code, 2) << args << ": " << r.out;
+    EXPECT_NE(r.out.find(says), std::string::npos) << args << ": " << r.out;
+    EXPECT_FALSE(is_mounted(mnt_)) << args;
+  }
+  if (shell("grep -q '^user_allow_other' /etc/fuse.conf").code != 0) {
+    ::chown(mnt_.c_str(), 65534, 65534);
+    const result r = shell("setpriv --reuid=65534 --regid=65534 --clear-groups " + cli +
+                           " -o allow_other");
+    EXPECT_EQ(r.code, 2) << r.out;
+    EXPECT_NE(r.out.find("user_allow_other"), std::string::npos) << r.out;
+  }
+}
+
+// A user mounts a directory of their own (through the setuid fusermount3): only they see
+// it. Skipped where this machine's FUSE lets only root mount.
+TEST_F(VerityMount, AUserMountsTheirOwnDirectory) {
+  SKIP_UNLESS_FUSE();
+  ::chown(src_.c_str(), 65534, 65534);
+  ::chown(mnt_.c_str(), 65534, 65534);
+  std::ofstream(src_ / "mine") << "mine";
+  ::chown((src_ / "mine").c_str(), 65534, 65534);
+  const result r = shell("setpriv --reuid=65534 --regid=65534 --clear-groups " +
+                         quiesce::test::mount_cli() + " verity mount " + src_.string() + " " +
+                         mnt_.string());
+  if (r.code != 0 && (r.out.find("/dev/fuse") != std::string::npos)) {
+    GTEST_SKIP() << "FUSE is root's alone here: " << r.out;
+  }
+  ASSERT_EQ(r.code, 0) << r.out;
+  const result cat = shell("setpriv --reuid=65534 --regid=65534 --clear-groups cat " +
+                           (mnt_ / "mine").string());
+  EXPECT_EQ(cat.out, "mine");
+  EXPECT_EQ(shell("setpriv --reuid=65534 --regid=65534 --clear-groups fusermount3 -u " +
+                  mnt_.string())
+                .code,
+            0);
 }
 
 }  // namespace
