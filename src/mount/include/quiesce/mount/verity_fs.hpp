@@ -1,36 +1,36 @@
 // quiesce verity mount: fs-verity for any filesystem, through the kernel's FUSE driver.
-// SOURCE is shown at MOUNTPOINT (libfuse3, low-level API):
-//  - a file with a sidecar (FILE.verity, as `quiesce verity enable` writes it) is a verity
-//    file: every byte a read returns was verified against its Merkle tree first. The FUSE
-//    thread that receives the read reads the blocks and queues their verification on the
-//    verification workqueue, whose work item sends the reply (verified_file::read_async),
-//    as the kernel's bio completion queues verification and the work item ends the bio. A
-//    read request covering a bad block fails whole with EIO (never short: the kernel would
-//    take a short read for the end of the file) and one line is logged naming the file and
-//    block; reads of intact blocks keep working. Verified hash blocks are remembered per
-//    file, shared by every open of it. A verity file cannot be opened for writing (EPERM).
-//  - sidecars do not appear in listings, and cannot be looked up;
-//  - files without a sidecar are plain files (read, write);
-//  - ioctls, so fsverity-utils works unmodified on the mount: FS_IOC_MEASURE_VERITY
-//    (`fsverity measure`; ENODATA on a plain file, EOVERFLOW if the caller's buffer is too
-//    small), FS_IOC_ENABLE_VERITY (`fsverity enable`: the tree is built on the workqueue
-//    and the sidecar written atomically; EEXIST if already a verity file; the salt and the
-//    signature arrive in the request, a signature is checked against the trusted
-//    certificates before anything is written: EBADMSG if malformed, EKEYREJECTED if it
-//    does not sign the file's digest, ENOKEY if no trusted certificate made it), and
-//    FS_IOC_GETFLAGS reporting FS_VERITY_FL (`lsattr` shows V). FS_IOC_READ_VERITY_METADATA
-//    (`fsverity dump_metadata`) is answered EOPNOTSUPP: the kernel forwards it as a
-//    restricted ioctl whose argument holds a pointer into the caller's memory, which the
-//    daemon cannot write through.
+// SOURCE is shown at MOUNTPOINT (libfuse3, low-level API) as a whole filesystem - lookup,
+// getattr/setattr (chmod, chown, truncate, utimens), readlink, mknod/mkfifo, mkdir, rmdir,
+// symlink, link, unlink, rename (RENAME_NOREPLACE, RENAME_EXCHANGE), statfs, xattrs,
+// readdir, open/create/read/write/flush/fsync/fsyncdir, fallocate, copy_file_range, lseek -
+// and with fs-verity:
+//  - a file with a sidecar (FILE.verity, as `quiesce verity enable` or an enable through the
+//    mount writes it) is a verity file: every byte a read returns was verified against its
+//    Merkle tree first. The FUSE thread that receives the read reads the blocks and queues
+//    their verification on the verification workqueue, whose work item sends the reply
+//    (verified_file::read_async), as the kernel's bio completion queues verification and
+//    the work item ends the bio. A read covering a bad block fails whole with EIO (never
+//    short) and one line is logged naming the file and block.
+//  - ioctls, so fsverity-utils works unmodified: FS_IOC_MEASURE_VERITY, FS_IOC_ENABLE_VERITY
+//    (the kernel's rules and errno values, docs/mount.md), FS_IOC_GETFLAGS (FS_VERITY_FL);
+//    FS_IOC_READ_VERITY_METADATA is EOPNOTSUPP (its argument points into the caller's
+//    memory, which a restricted FUSE ioctl cannot write through).
 //  - trust: with certificates, a verity file's built-in signature (if any) must verify;
-//    with require_signatures, a verity file without a valid one cannot be opened (EPERM,
-//    the kernel's fs.verity.require_signatures) and enabling without a signature fails.
-//    Without either, a verity file's integrity is checked against its own sidecar: what
-//    the mount then guarantees is that reads match the digest `fsverity measure` reports,
-//    which the user compares with a trusted value.
+//    with require_signatures, a verity file without a valid one cannot be opened (EPERM)
+//    and enabling without a signature fails. Without either, a verity file is checked
+//    against its own sidecar: reads match the digest `fsverity measure` reports.
 //
-// Protection legend (verity_fs.cpp): L: the filesystem's table lock; A: atomic; I: set
-// before the session starts, then read-only.
+// Threat model (docs/mount.md has how each is kept): the daemon runs as root with
+// allow_other and every local user is a client; users may own directories inside SOURCE
+// and change them while it is mounted. No operation reaches a file outside SOURCE (names
+// are resolved once, relative to held descriptors, never followed); operations run with
+// the caller's filesystem ids, groups and no capabilities; a verity file is an inode
+// property, has no writer under any name, and every byte read from it was verified against
+// its tree in the digest that open reports - whatever another writer, a mapping, the page
+// cache, a hard link or a race with enable did; teardown answers every request handed to
+// the verification queue before the session goes.
+//
+// Protection legend: src/mount/fs.hpp.
 #pragma once
 
 #include <filesystem>
