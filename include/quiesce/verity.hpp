@@ -87,9 +87,9 @@ hash_alg parse_hash_alg(std::string_view text);
 // always uses OpenSSL. QUIESCE_SHA256=<name> in the environment forces a choice.
 struct sha256_choice {
   struct row {
-    std::string name;  // "openssl", "scalar-x1", "shani-x2", "avx512-x16", ...
-    unsigned lanes = 1;  // messages per call
-    double mb_per_s = 0;  // measured at start-up; 0 when this CPU cannot run it
+    std::string name;      // "openssl", "scalar-x1", "shani-x2", "avx512-x16", ...
+    unsigned lanes = 1;    // messages per call
+    double mb_per_s = 0;   // measured at start-up; 0 when this CPU cannot run it
     std::string not_here;  // why not ("needs AVX2"), or empty
   };
   std::vector<row> rows;  // "openssl" first

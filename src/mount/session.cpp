@@ -252,8 +252,7 @@ verity_mount::verity_mount(const fs::path& source, const fs::path& mountpoint,
         2);
   }
   if (o.require_signatures && o.certs.empty()) {
-    throw mount_error("require_signatures: no trusted certificate (--cert FILE, -o cert=FILE)",
-                      2);
+    throw mount_error("require_signatures: no trusted certificate (--cert FILE, -o cert=FILE)", 2);
   }
   if (auto why = verity_mount_refusal(source, mountpoint)) throw mount_error(*why, 2);
   impl_->options = o;

@@ -187,7 +187,8 @@ merkle_tree build_tree(int fd, const std::string& name, const params& p, workque
       const std::uint64_t lo = blocks * i / parts, hi = blocks * (i + 1) / parts;
       items.push_back(std::make_unique<work>("verity_hash_level0", [&, lo, hi](work&) {
         try {
-          if (const int e = hash_range(fd, p, t.data_size, lo, hi, &hashes[lo * d], stop)) record(e);
+          if (const int e = hash_range(fd, p, t.data_size, lo, hi, &hashes[lo * d], stop))
+            record(e);
         } catch (...) {  // e.g. no digest in libcrypto: the range is not hashed
           record(EIO);
         }

@@ -72,7 +72,8 @@ std::uint64_t check_regular(int fd, const std::string& name) {
   struct stat st {};
   if (::fstat(fd, &st) != 0) fail(errno, name);
   if (S_ISDIR(st.st_mode)) fail(EISDIR, name);  // "Is a directory", as read(2) says
-  if (!S_ISREG(st.st_mode)) fail(EINVAL, name + ": " + kind_of(st.st_mode) + ", not a regular file");
+  if (!S_ISREG(st.st_mode))
+    fail(EINVAL, name + ": " + kind_of(st.st_mode) + ", not a regular file");
   struct statfs sfs {};
   if (::fstatfs(fd, &sfs) != 0) fail(errno, name);
   if (const char* fs = pseudo_fs(sfs)) {

@@ -126,8 +126,8 @@ struct verified_file::impl {
 
   void open(const fs::path& file, const trust_policy& policy, const std::optional<fs::path>& sc);
   // Steps 2-4 of an open, on checked files.
-  void load(detail::regular_file data, const detail::regular_file& sidecar,
-            const std::string& name, const std::string& side_name, const trust_policy& policy);
+  void load(detail::regular_file data, const detail::regular_file& sidecar, const std::string& name,
+            const std::string& side_name, const trust_policy& policy);
 
   // Verifies every data block of `bio` in batches: all its data blocks' hashes at once,
   // then the tree level by level, each level's hash blocks not yet verified hashed
@@ -283,8 +283,8 @@ void write_sidecar(int fd, const std::string& name, const merkle_tree& t,
   }
   const std::vector<std::uint8_t> prefix = detail::sidecar_prefix(descriptor(t), signature);
   std::uint64_t at = 0;
-  for (std::span<const std::uint8_t> part : {std::span<const std::uint8_t>(prefix),
-                                             std::span<const std::uint8_t>(t.tree)}) {
+  for (std::span<const std::uint8_t> part :
+       {std::span<const std::uint8_t>(prefix), std::span<const std::uint8_t>(t.tree)}) {
     while (!part.empty()) {
       const ssize_t n = ::pwrite(fd, part.data(), part.size(), static_cast<off_t>(at));
       if (n < 0 && errno == EINTR) continue;

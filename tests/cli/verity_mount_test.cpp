@@ -403,8 +403,8 @@ TEST_F(VerityMount, MountsThroughMountFuse3WithOptions) {
 // may not open the mount to others unless /etc/fuse.conf says so.
 TEST_F(VerityMount, OptionMistakesAreExit2) {
   SKIP_UNLESS_FUSE();
-  const std::string cli = quiesce::test::mount_cli() + " verity mount " + src_.string() + " " +
-                          mnt_.string();
+  const std::string cli =
+      quiesce::test::mount_cli() + " verity mount " + src_.string() + " " + mnt_.string();
   for (const auto& [args, says] : std::vector<std::pair<std::string, std::string>>{
            {"-o ro,bogus", "-o bogus: not an option"},
            {"-o cert=", "no file named"},
@@ -417,8 +417,8 @@ TEST_F(VerityMount, OptionMistakesAreExit2) {
   }
   if (shell("grep -q '^user_allow_other' /etc/fuse.conf").code != 0) {
     ::chown(mnt_.c_str(), 65534, 65534);
-    const result r = shell("setpriv --reuid=65534 --regid=65534 --clear-groups " + cli +
-                           " -o allow_other");
+    const result r =
+        shell("setpriv --reuid=65534 --regid=65534 --clear-groups " + cli + " -o allow_other");
     EXPECT_EQ(r.code, 2) << r.out;
     EXPECT_NE(r.out.find("user_allow_other"), std::string::npos) << r.out;
   }
@@ -432,20 +432,20 @@ TEST_F(VerityMount, AUserMountsTheirOwnDirectory) {
   ::chown(mnt_.c_str(), 65534, 65534);
   std::ofstream(src_ / "mine") << "mine";
   ::chown((src_ / "mine").c_str(), 65534, 65534);
-  const result r = shell("setpriv --reuid=65534 --regid=65534 --clear-groups " +
-                         quiesce::test::mount_cli() + " verity mount " + src_.string() + " " +
-                         mnt_.string());
+  const result r =
+      shell("setpriv --reuid=65534 --regid=65534 --clear-groups " + quiesce::test::mount_cli() +
+            " verity mount " + src_.string() + " " + mnt_.string());
   if (r.code != 0 && (r.out.find("/dev/fuse") != std::string::npos)) {
     GTEST_SKIP() << "FUSE is root's alone here: " << r.out;
   }
   ASSERT_EQ(r.code, 0) << r.out;
-  const result cat = shell("setpriv --reuid=65534 --regid=65534 --clear-groups cat " +
-                           (mnt_ / "mine").string());
+  const result cat =
+      shell("setpriv --reuid=65534 --regid=65534 --clear-groups cat " + (mnt_ / "mine").string());
   EXPECT_EQ(cat.out, "mine");
-  EXPECT_EQ(shell("setpriv --reuid=65534 --regid=65534 --clear-groups fusermount3 -u " +
-                  mnt_.string())
-                .code,
-            0);
+  EXPECT_EQ(
+      shell("setpriv --reuid=65534 --regid=65534 --clear-groups fusermount3 -u " + mnt_.string())
+          .code,
+      0);
 }
 
 }  // namespace
@@ -476,10 +476,11 @@ TEST(VerityMountBench, MeasuresBothQueuesAndLeavesNothing) {
   const fs::path tmp = fs::temp_directory_path() / ("quiesce-mb-" + std::to_string(::getpid()));
   fs::create_directories(tmp);
   // stdout alone: the JSON (shell() would add stderr).
-  const result r = quiesce::test::run_shell("TMPDIR=" + tmp.string() + " " +
-                                            std::string(QUIESCE_CLI) +
-                                            " verity bench --mount --app-mib 4 --apps 2 --runs 2 "
-                                            "--json 2>" + (tmp / "stderr").string());
+  const result r =
+      quiesce::test::run_shell("TMPDIR=" + tmp.string() + " " + std::string(QUIESCE_CLI) +
+                               " verity bench --mount --app-mib 4 --apps 2 --runs 2 "
+                               "--json 2>" +
+                               (tmp / "stderr").string());
   const std::string err = quiesce::test::slurp(tmp / "stderr");
   ASSERT_EQ(r.code, 0) << r.out << err;
   // A clean run says nothing on stderr (libfuse's "fuse: failed to unmount" once did).
