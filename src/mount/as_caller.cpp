@@ -12,6 +12,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "fs.hpp"
@@ -46,6 +48,35 @@ void set_groups(const std::vector<gid_t>& groups) {
   if (::syscall(SYS_setgroups, groups.size(), groups.data()) != 0) die("setgroups");
 }
 
+// The supplementary groups of thread `tid` (its /proc status "Groups:" line), or nullopt
+// if it is gone. Our own reader: libfuse 3.14's fuse_req_getgroups reads the file into a
+// page-sized buffer without terminating it, and runs strstr past its end when the file is
+// longer (AddressSanitizer saw it here).
+std::optional<std::vector<gid_t>> groups_of(pid_t tid) {
+  char path[64];
+  std::snprintf(path, sizeof path, "/proc/%d/status", static_cast<int>(tid));
+  const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return std::nullopt;
+  std::string text;
+  char buf[4096];
+  for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) > 0;)
+    text.append(buf, static_cast<std::size_t>(n));
+  ::close(fd);
+  const std::size_t at = text.find("\nGroups:");
+  if (at == std::string::npos) return std::nullopt;
+  std::vector<gid_t> groups;
+  const char* p = text.c_str() + at + 8;
+  for (;;) {
+    while (*p == ' ' || *p == '\t')
+      ++p;
+    if (*p < '0' || *p > '9') break;
+    char* end = nullptr;
+    groups.push_back(static_cast<gid_t>(std::strtoul(p, &end, 10)));
+    p = end;
+  }
+  return groups;
+}
+
 // The identity a thread runs with between requests: the daemon's (root).
 thread_local std::vector<gid_t> root_groups;
 thread_local caps root_caps;
@@ -57,14 +88,8 @@ as_caller::as_caller(fuse_req_t req) {
   if (!f.switch_creds) return;
   const fuse_ctx* ctx = fuse_req_ctx(req);
   if (ctx->uid == 0) return;
-  std::vector<gid_t> groups(64);
-  int n = fuse_req_getgroups(req, static_cast<int>(groups.size()), groups.data());
-  if (n > static_cast<int>(groups.size())) {
-    groups.resize(static_cast<std::size_t>(n));
-    n = fuse_req_getgroups(req, n, groups.data());
-  }
   // Without the caller's groups (it exited), none: never root's.
-  groups.resize(n > 0 ? static_cast<std::size_t>(n) : 0);
+  const std::vector<gid_t> groups = groups_of(ctx->pid).value_or(std::vector<gid_t>{});
   root_caps = get_caps();
   root_groups.resize(static_cast<std::size_t>(::getgroups(0, nullptr)));
   if (::getgroups(static_cast<int>(root_groups.size()), root_groups.data()) < 0) die("getgroups");

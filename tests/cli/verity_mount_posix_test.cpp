@@ -10,6 +10,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <sys/wait.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
@@ -318,6 +319,21 @@ std::vector<step> steps() {
        [=](P r) {
          return nobody([&] { return ::link((r / "secret").c_str(), (r / "nob/s").c_str()); });
        }},
+      {"nobody in group 100 creates in a root:100 0770 dir",
+       [=](P r) {
+         const pid_t pid = ::fork();
+         if (pid == 0) {
+           const gid_t groups[] = {100};
+           if (::setgroups(1, groups) != 0 || ::setresgid(65534, 65534, 65534) != 0 ||
+               ::setresuid(65534, 65534, 65534) != 0) {
+             std::_Exit(255);
+           }
+           std::_Exit(write_all(r / "grp/x", O_CREAT | O_WRONLY, "g") == 0 ? 0 : errno);
+         }
+         int status = 0;
+         ::waitpid(pid, &status, 0);
+         return std::to_string(WEXITSTATUS(status)) + " " + stat_line(r / "grp/x");
+       }},
       {"nobody makes a device",
        [=](P r) {
          return nobody(
@@ -345,6 +361,9 @@ void populate(const fs::path& r) {
   ::chown((r / "nob").c_str(), 65534, 65534);
   ::chown((r / "nob/n").c_str(), 65534, 65534);
   std::ofstream(r / "x.verity") << "not a sidecar";
+  fs::create_directories(r / "grp");
+  ::chown((r / "grp").c_str(), 0, 100);
+  ::chmod((r / "grp").c_str(), 0770);
   ::chmod(r.c_str(), 0755);
 }
 
