@@ -89,8 +89,13 @@ std::vector<event> snapshot();
 // Drops every recorded event (rings of exited threads are freed).
 void clear();
 
-// The snapshot as Chrome trace JSON: {"traceEvents":[...],"displayTimeUnit":"ns"}, with
-// thread-name metadata so Perfetto labels each thread's track.
+// Events recorded since the last clear() that a ring has overwritten (its thread emitted
+// more than the ring holds): they are missing from snapshot().
+std::uint64_t overwritten();
+
+// The snapshot as Chrome trace JSON: {"traceEvents":[...],"displayTimeUnit":"ns",
+// "otherData":{"overwritten_events":overwritten()}}, with thread-name metadata so Perfetto
+// labels each thread's track.
 std::string chrome_json();
 // Writes chrome_json() to `path` atomically (temporary file + rename). Throws
 // std::system_error if the file cannot be written.

@@ -205,6 +205,17 @@ void clear() {
   }
 }
 
+std::uint64_t overwritten() {
+  std::uint64_t lost = 0;
+  for (const auto& ring : all_rings()) {
+    const std::uint64_t head = ring->head.load(std::memory_order_acquire);
+    const std::uint64_t cleared = ring->cleared_before.load(std::memory_order_acquire);
+    if (head > ring->capacity && head - ring->capacity > cleared)
+      lost += head - ring->capacity - cleared;
+  }
+  return lost;
+}
+
 std::string chrome_json() {
   const auto pid = static_cast<int>(::getpid());
   nlohmann::json events = nlohmann::json::array();
@@ -233,7 +244,10 @@ std::string chrome_json() {
     if (!args.empty()) j["args"] = std::move(args);
     events.push_back(std::move(j));
   }
-  return nlohmann::json{{"traceEvents", std::move(events)}, {"displayTimeUnit", "ns"}}.dump();
+  return nlohmann::json{{"traceEvents", std::move(events)},
+                        {"displayTimeUnit", "ns"},
+                        {"otherData", {{"overwritten_events", overwritten()}}}}
+      .dump();
 }
 
 void write_chrome_json(const std::string& path) {

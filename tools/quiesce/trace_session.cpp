@@ -20,6 +20,12 @@ void trace_session::write() {
   written_ = true;
   trace::enable(false);
   trace::write_chrome_json(path_);
+  if (const std::uint64_t lost = trace::overwritten(); lost > 0) {
+    fmt::print(stderr,
+               "quiesce: --trace: {} older events were overwritten (each thread's ring keeps "
+               "its newest events); the trace holds the rest\n",
+               lost);
+  }
   trace::clear();
 }
 

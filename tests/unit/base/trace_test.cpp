@@ -97,6 +97,8 @@ TEST(Trace, RingKeepsTheNewestEventsOnly) {
   t.join();
   trace::enable(false);
   trace::set_ring_capacity(16384);
+  EXPECT_EQ(trace::overwritten(), 12u);
+  EXPECT_EQ(nlohmann::json::parse(trace::chrome_json())["otherData"]["overwritten_events"], 12u);
   const auto events = events_of("overwrite");
   ASSERT_EQ(events.size(), 8u);
   for (std::size_t i = 0; i < events.size(); ++i)
