@@ -196,27 +196,27 @@ TEST_F(Cli, VerityDigestTakesFsverityUtilsSpellings) {
   }
 }
 
-// Every block size fsverity-utils takes, at both ends of its range and for both
-// algorithms (64 .. 65536, and 2^30): the same line, or a refusal where it refuses (sha512
-// below 128 bytes).
+// Every block size fsverity-utils takes, at both ends of its range (32 .. 65536 for both
+// algorithms, and 2^30): the same line, or a refusal where it refuses (below twice the
+// digest size).
 TEST_F(Cli, VerityDigestBlockSizesAreFsverityUtilsRange) {
-  std::vector<std::string> sizes;
-  for (std::size_t bs = 32; bs <= 65536; bs *= 2)
-    sizes.push_back(std::to_string(bs));
-  sizes.push_back(std::to_string(std::size_t{1} << 30));
-  for (const char* alg : {"sha256", "sha512"}) {
-    for (const std::string& bs : sizes) {
-      const std::string args = std::string(" --hash-alg=") + alg + " --block-size=" + bs;
-      const result ours = run("verity digest " + file_.string() + args, true);
-      const result theirs = run_shell("fsverity digest " + file_.string() + args + " 2>&1");
-      if (theirs.code != 0) {
-        EXPECT_EQ(ours.code, 2) << args << ": " << ours.out;
-        continue;
-      }
-      EXPECT_EQ(ours.code, 0) << args << ": " << ours.out;
-      EXPECT_EQ(ours.out, theirs.out) << args;
+  const auto same_as_fsverity = [&](const std::string& alg, std::size_t block_size) {
+    const std::string args = " --hash-alg=" + alg + " --block-size=" + std::to_string(block_size);
+    const result ours = run("verity digest " + file_.string() + args, true);
+    const result theirs = run_shell("fsverity digest " + file_.string() + args + " 2>&1");
+    if (theirs.code != 0) {
+      EXPECT_EQ(ours.code, 2) << args << ": " << ours.out;
+      return;
     }
+    EXPECT_EQ(ours.code, 0) << args << ": " << ours.out;
+    EXPECT_EQ(ours.out, theirs.out) << args;
+  };
+  for (const char* alg : {"sha256", "sha512"}) {
+    for (std::size_t bs = 32; bs <= 65536; bs *= 2)
+      same_as_fsverity(alg, bs);
   }
+  // The top of the range, once: a 1 GiB block is 1 GiB hashed by each tool.
+  same_as_fsverity("sha256", std::size_t{1} << 30);
 }
 
 // ... and refuses what fsverity-utils refuses, naming the value as given.
@@ -573,7 +573,10 @@ TEST_F(Cli, TraceFilesAreWellFormed) {
 
 // Every numeric option of every command, given a hostile value: exit 2, one line naming
 // the option and the value as typed, a bounded run (a `timeout` that fails the check
-// rather than hangs), and nothing created in the temporary directory.
+// rather than hangs), and nothing created in the temporary directory. Every option goes
+// through one parser per number type (number_option.hpp): each option gets a negative, a
+// word, an overflow (and 0 where 0 is invalid) - its wiring - and one option of each type
+// (unsigned, signed, floating point) every hostile value.
 TEST_F(Cli, HostileNumbersAreOneLineExit2AndCreateNothing) {
   const fs::path tmp = dir_ / "tmp";
   fs::create_directories(tmp);
@@ -582,14 +585,15 @@ TEST_F(Cli, HostileNumbersAreOneLineExit2AndCreateNothing) {
     std::string command;  // the command line before the option
     std::string option;
     bool zero_is_valid;
+    bool every_value = false;  // every hostile value, not only the wiring's three
   };
   const std::vector<option_case> options = {
-      {"keygc", "--keys", false},
+      {"keygc", "--keys", false, true},
       {"keygc", "--per-keyring", false},
       {"keygc", "--chunk", false},
       {"keygc", "--slice-us", false},
       {"keygc", "--runs", false},
-      {"keygc", "--probe-priority", true},
+      {"keygc", "--probe-priority", true, true},
       {"keygc", "--cpu", true},
       {"keygc --kernel", "--set-gc-delay", false},
       {"sweep keygc", "--chunks", false},
@@ -597,8 +601,8 @@ TEST_F(Cli, HostileNumbersAreOneLineExit2AndCreateNothing) {
       {"sweep keygc", "--keys", false},
       {"sweep keygc", "--within", true},
       {"sanitize", "--pages", false},
-      {"sanitize", "--seconds", false},
-      {"sanitize", "--fail-share", true},
+      {"sanitize", "--seconds", false, true},
+      {"sanitize", "--fail-share", true, true},
       {"sanitize --compare", "--runs", false},
       {"verity digest " + file, "--block-size", false},
       {"verity enable " + file, "--block-size", false},
@@ -615,8 +619,9 @@ TEST_F(Cli, HostileNumbersAreOneLineExit2AndCreateNothing) {
   };
   const std::vector<std::string> hostile = {"-5",    "-1",  "abc",   "",  "99999999999999999999",
                                             "1e999", "nan", "12abc", " 7"};
+  const std::vector<std::string> wiring = {"-1", "abc", "99999999999999999999"};
   for (const option_case& c : options) {
-    std::vector<std::string> values = hostile;
+    std::vector<std::string> values = c.every_value ? hostile : wiring;
     if (!c.zero_is_valid) values.push_back("0");
     for (const std::string& v : values) {
       const std::string args = c.command + " " + c.option + " '" + v + "'";
