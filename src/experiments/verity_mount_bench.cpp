@@ -13,6 +13,7 @@
 #include <ctime>
 #include <fstream>
 #include <stdexcept>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -136,30 +137,53 @@ struct run_figures {
   double run_delay_ms = 0, cold_start_ms = 0;
 };
 
-// One cold start on a mount verifying on the given queue.
-run_figures cold_start(const fs::path& src, const fs::path& mnt, bool unbound,
+// The sides of the cold start: the two queues, and the files without sidecars.
+enum class side { unbound, bound, plain };
+
+// The name of a file's copy without a sidecar, beside it in SOURCE (one directory: the
+// exit cleanup removes a directory and the files directly in it).
+std::string plain_name(const std::string& name) { return "plain-" + name; }
+
+// A mount of `src` on `mnt` verifying on the per-CPU queue or the unbound one, served by a
+// thread of its own until this goes (unmounted on every way out, a signal included, before
+// the mountpoint is removed).
+class served_mount {
+ public:
+  served_mount(const fs::path& src, const fs::path& mnt, bool unbound)
+      : unmount_on_exit_(host::exit_cleanup::unmount(mnt.string())),
+        m_(src, mnt, options(unbound)),
+        server_([this] { m_.serve(); }) {}
+  ~served_mount() {
+    m_.unmount();
+    server_.join();
+  }
+  mount::verity_mount& get() { return m_; }
+
+ private:
+  static mount::verity_mount_options options(bool unbound) {
+    mount::verity_mount_options mo;
+    mo.unbound = unbound;
+    mo.handle_signals = false;  // the bench's own exit discipline stays in charge
+    return mo;
+  }
+  const host::exit_cleanup unmount_on_exit_;
+  mount::verity_mount m_;
+  std::thread server_;
+};
+
+// One cold start on a mount verifying on the given queue, or reading the copies without
+// sidecars (side::plain, on a per-CPU mount: nothing is queued).
+run_figures cold_start(const fs::path& src, const fs::path& mnt, side how,
                        const verity_mount_bench_config& o, const std::vector<std::string>& names,
                        const std::vector<std::size_t>& sizes, bool drop) {
-  mount::verity_mount_options mo;
-  mo.unbound = unbound;
-  mo.handle_signals = false;  // the bench's own exit discipline stays in charge
-  // Unmounted on every way out, a signal included (before the mountpoint is removed).
-  const host::exit_cleanup unmount_on_exit = host::exit_cleanup::unmount(mnt.string());
-  mount::verity_mount m(src, mnt, mo);
-  std::thread server([&] { m.serve(); });
-  struct stop_server {
-    mount::verity_mount& m;
-    std::thread& t;
-    ~stop_server() {
-      m.unmount();
-      t.join();
-    }
-  } stopper{m, server};
+  served_mount served(src, mnt, how == side::unbound);
+  mount::verity_mount& m = served.get();
 
   app_plan plan;
   std::size_t max_reads = 0;
   for (std::size_t i = 0; i < names.size(); ++i) {
-    plan.paths.push_back((mnt / names[i]).string());
+    plan.paths.push_back(
+        (how == side::plain ? mnt / plain_name(names[i]) : mnt / names[i]).string());
     plan.sizes.push_back(sizes[i]);
     max_reads += i % 2 == 0 ? sizes[i] / (64 * 1024) + 1 : 8;
   }
@@ -237,7 +261,63 @@ void add_run(verity_mount_side& s, const run_figures& r) {
   s.read_p99_us.runs.push_back(r.read_ns.percentile(99) / 1e3);
 }
 
+// `size` pseudo-random bytes from `x` into a new file at `path`, and the same bytes into
+// `copy`.
+void write_random(const fs::path& path, const fs::path& copy, std::size_t size,
+                  std::uint64_t& x) {
+  std::ofstream out(path, std::ios::binary), out_copy(copy, std::ios::binary);
+  std::vector<std::uint64_t> chunk(1 << 17);  // 1 MiB
+  for (std::size_t done = 0; done < size;) {
+    for (std::uint64_t& w : chunk)
+      w = xorshift64(x);
+    const std::size_t n = std::min(size - done, chunk.size() * sizeof(std::uint64_t));
+    out.write(reinterpret_cast<const char*>(chunk.data()), static_cast<std::streamsize>(n));
+    out_copy.write(reinterpret_cast<const char*>(chunk.data()), static_cast<std::streamsize>(n));
+    done += n;
+  }
+  out.close();
+  out_copy.close();
+  if (!out || !out_copy) throw std::runtime_error("cannot write " + path.string());
+}
+
+// Milliseconds to read `path` whole with reads of buf.size() bytes.
+double read_whole_ms(const fs::path& path, std::vector<char>& buf) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw std::system_error(errno, std::generic_category(), path.string());
+  const std::uint64_t t0 = mono_ns();
+  ssize_t n = 0;
+  while ((n = ::read(fd, buf.data(), buf.size())) > 0) {
+  }
+  const int err = errno;
+  const std::uint64_t t1 = mono_ns();
+  ::close(fd);
+  if (n < 0) throw std::system_error(err, std::generic_category(), "read " + path.string());
+  return static_cast<double>(t1 - t0) / 1e6;
+}
+
 }  // namespace
+
+double verity_mount_seq::cold_vs_fuse() const {
+  return verified.cold_ms.median() > 0 ? fuse.cold_ms.median() / verified.cold_ms.median() : 0;
+}
+
+double verity_mount_seq::warm_vs_direct() const {
+  return verified.warm_ms.median() > 0 ? direct.warm_ms.median() / verified.warm_ms.median()
+                                       : 0;
+}
+
+nlohmann::json seq_read_side::to_json() const {
+  return {{"cold_ms", cold_ms.to_json()}, {"warm_ms", warm_ms.to_json()}};
+}
+
+nlohmann::json verity_mount_seq::to_json() const {
+  return {{"mib", mib},
+          {"direct", direct.to_json()},
+          {"fuse", fuse.to_json()},
+          {"verified", verified.to_json()},
+          {"verified_cold_vs_fuse", cold_vs_fuse()},
+          {"verified_warm_vs_direct", warm_vs_direct()}};
+}
 
 nlohmann::json verity_mount_side::to_json() const {
   return {{"queue", queue},
@@ -261,7 +341,8 @@ nlohmann::json verity_mount_bench_result::to_json() const {
   return {{"app_mib", config.app_mib}, {"files", files},
           {"apps", config.apps},       {"load_threads", config.load},
           {"runs", config.runs},       {"caches_dropped", caches_dropped},
-          {"bound", bound.to_json()},  {"unbound", unbound.to_json()}};
+          {"bound", bound.to_json()},  {"unbound", unbound.to_json()},
+          {"plain", plain.to_json()},  {"sequential", seq ? seq->to_json() : nlohmann::json()}};
 }
 
 std::string verity_mount_bench_result::markdown() const {
@@ -278,16 +359,19 @@ std::string verity_mount_bench_result::markdown() const {
                        fmt::format(fmt::runtime(f), s.min()),
                        fmt::format(fmt::runtime(f), s.max()));
   };
-  md += "| | unbound (before) | per-CPU highpri (the patch) |\n|---|---|---|\n";
-  md += fmt::format("| verification workers' time runnable, ms | {} | {} |\n",
+  md += "| | unbound (before) | per-CPU highpri (the patch) | no sidecars (FUSE alone) |\n"
+        "|---|---|---|---|\n";
+  md += fmt::format("| verification workers' time runnable, ms | {} | {} | - |\n",
                     cell(unbound.run_delay_ms, "{:.2f}"), cell(bound.run_delay_ms, "{:.2f}"));
-  md += fmt::format("| cold start (slowest app), ms | {} | {} |\n",
-                    cell(unbound.cold_start_ms, "{:.1f}"), cell(bound.cold_start_ms, "{:.1f}"));
-  md += fmt::format("| read p99, us | {} | {} |\n", cell(unbound.read_p99_us, "{:.0f}"),
-                    cell(bound.read_p99_us, "{:.0f}"));
-  md += fmt::format("| queue->start p50 / p99, us (pooled) | {:.1f} / {:.1f} | {:.1f} / {:.1f} |\n",
-                    unbound.sched_ns.percentile(50) / 1e3, unbound.sched_ns.percentile(99) / 1e3,
-                    bound.sched_ns.percentile(50) / 1e3, bound.sched_ns.percentile(99) / 1e3);
+  md += fmt::format("| cold start (slowest app), ms | {} | {} | {} |\n",
+                    cell(unbound.cold_start_ms, "{:.1f}"), cell(bound.cold_start_ms, "{:.1f}"),
+                    cell(plain.cold_start_ms, "{:.1f}"));
+  md += fmt::format("| read p99, us | {} | {} | {} |\n", cell(unbound.read_p99_us, "{:.0f}"),
+                    cell(bound.read_p99_us, "{:.0f}"), cell(plain.read_p99_us, "{:.0f}"));
+  md += fmt::format(
+      "| queue->start p50 / p99, us (pooled) | {:.1f} / {:.1f} | {:.1f} / {:.1f} | - |\n",
+      unbound.sched_ns.percentile(50) / 1e3, unbound.sched_ns.percentile(99) / 1e3,
+      bound.sched_ns.percentile(50) / 1e3, bound.sched_ns.percentile(99) / 1e3);
   const auto change = [](double before, double after) {
     return before > 0 ? (after - before) / before * 100 : 0.0;
   };
@@ -296,6 +380,20 @@ std::string verity_mount_bench_result::markdown() const {
       "~30 ms faster cold start on an ARM64 phone).\n",
       change(unbound.run_delay_ms.median(), bound.run_delay_ms.median()),
       change(unbound.cold_start_ms.median(), bound.cold_start_ms.median()));
+  if (seq) {
+    md += fmt::format(
+        "\nSequential read of one {} MiB file, 1 MiB reads, {}; medians of {} (range), ms:\n\n"
+        "| | direct from SOURCE | mount, no sidecar | mount, verified | verified vs |\n"
+        "|---|---|---|---|---|\n",
+        seq->mib, caches_dropped ? "cold = page cache dropped" : "cache NOT dropped: not root",
+        config.runs);
+    md += fmt::format("| cold | {} | {} | {} | {:.2f}x no sidecar (goal >= 0.9x) |\n",
+                      cell(seq->direct.cold_ms, "{:.0f}"), cell(seq->fuse.cold_ms, "{:.0f}"),
+                      cell(seq->verified.cold_ms, "{:.0f}"), seq->cold_vs_fuse());
+    md += fmt::format("| warm | {} | {} | {} | {:.2f}x direct (goal >= 0.95x) |\n",
+                      cell(seq->direct.warm_ms, "{:.0f}"), cell(seq->fuse.warm_ms, "{:.0f}"),
+                      cell(seq->verified.warm_ms, "{:.0f}"), seq->warm_vs_direct());
+  }
   return md;
 }
 
@@ -306,22 +404,27 @@ std::optional<std::string> verity_mount_bench_unusable() {
   return std::nullopt;
 }
 
+std::size_t verity_mount_bench_steps(const verity_mount_bench_config& o) {
+  return static_cast<std::size_t>(o.runs) * (o.seq_mib > 0 ? 4 : 3);
+}
+
+std::uint64_t verity_mount_bench_disk_bytes(const verity_mount_bench_config& o) {
+  // Each file twice (with a sidecar, and the copy without), the sidecars under 1/64.
+  const std::uint64_t bytes = (std::uint64_t{o.app_mib} + o.seq_mib) << 20;
+  return 2 * bytes + bytes / 64 + (std::uint64_t{1} << 20);
+}
+
 verity_mount_bench_result run_verity_mount_bench(
     const verity_mount_bench_config& o, const std::function<void(const std::string&)>& step) {
   if (auto why = verity_mount_bench_unusable()) throw std::runtime_error(*why);
-  const host::temp_dir src("verity-app");  // the app's files and sidecars
+  const host::temp_dir src("verity-app");  // the files, their sidecars and plain- copies
   const host::temp_dir mnt("verity-mnt");  // the mountpoint, empty
   const std::vector<std::size_t> sizes = app_file_sizes(o.app_mib << 20);
   std::vector<std::string> names;
   std::uint64_t x = 0x9e3779b97f4a7c15u;
   for (std::size_t i = 0; i < sizes.size(); ++i) {
     names.push_back(fmt::format("{}{:03}", i % 2 == 0 ? "lib" : "res", i));
-    std::ofstream out(src.path() / names.back(), std::ios::binary);
-    std::vector<char> bytes(sizes[i]);
-    for (char& c : bytes)
-      c = static_cast<char>(xorshift64(x));
-    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    out.close();
+    write_random(src.path() / names.back(), src.path() / plain_name(names.back()), sizes[i], x);
     verity::enable(src.path() / names.back(), verity::params{});
   }
   verity_mount_bench_result r;
@@ -330,12 +433,38 @@ verity_mount_bench_result run_verity_mount_bench(
   r.caches_dropped = ::geteuid() == 0;
   r.bound.queue = "fsverity_read_queue";
   r.unbound.queue = "fsverity_read_queue_unbound";
+  r.plain.queue = "none: no sidecars, nothing verified";
+  static constexpr side order[] = {side::unbound, side::bound, side::plain};
   for (int run = 0; run < o.runs; ++run) {
-    for (int k = 0; k < 2; ++k) {
-      const bool unbound = (k == 0) == (run % 2 == 0);  // the order alternates
-      if (step) step(fmt::format("run {}: {}", run + 1, unbound ? "unbound" : "per-CPU highpri"));
-      add_run(unbound ? r.unbound : r.bound,
-              cold_start(src.path(), mnt.path(), unbound, o, names, sizes, r.caches_dropped));
+    for (std::size_t k = 0; k < std::size(order); ++k) {
+      const side how = order[(k + static_cast<std::size_t>(run)) % std::size(order)];
+      verity_mount_side& s = how == side::unbound ? r.unbound
+                             : how == side::bound ? r.bound
+                                                  : r.plain;
+      if (step) step(fmt::format("run {}: {}", run + 1, s.queue));
+      add_run(s, cold_start(src.path(), mnt.path(), how, o, names, sizes, r.caches_dropped));
+    }
+  }
+  if (o.seq_mib == 0) return r;
+
+  // The sequential row: one mount (per-CPU queue) for every run.
+  const fs::path seq = src.path() / "seq", seq_plain = src.path() / plain_name("seq");
+  write_random(seq, seq_plain, o.seq_mib << 20, x);
+  verity::enable(seq, verity::params{});
+  r.seq.emplace();
+  r.seq->mib = o.seq_mib;
+  served_mount served(src.path(), mnt.path(), false);
+  std::vector<char> buf(1 << 20);
+  const std::pair<seq_read_side*, fs::path> ways[] = {
+      {&r.seq->direct, seq},
+      {&r.seq->fuse, mnt.path() / plain_name("seq")},
+      {&r.seq->verified, mnt.path() / "seq"}};
+  for (int run = 0; run < o.runs; ++run) {
+    if (step) step(fmt::format("run {}: sequential reads", run + 1));
+    for (const auto& [way, path] : ways) {
+      if (r.caches_dropped && !drop_caches()) throw std::runtime_error("cannot drop the page cache");
+      way->cold_ms.runs.push_back(read_whole_ms(path, buf));
+      way->warm_ms.runs.push_back(read_whole_ms(path, buf));
     }
   }
   return r;

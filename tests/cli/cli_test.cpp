@@ -614,6 +614,7 @@ TEST_F(Cli, HostileNumbersAreOneLineExit2AndCreateNothing) {
       {"verity bench --mount", "--apps", false},
       {"verity bench --mount", "--load", true},
       {"verity bench --mount", "--app-mib", false},
+      {"verity bench --mount", "--seq-mib", true},
       {"bench peers", "--repetitions", false},
       {"report", "--set-gc-delay", false},
   };

@@ -290,7 +290,7 @@ TEST_F(Plots, VerityBenchPlotsTheLatenciesAndRunDelaysItReports) {
 TEST_F(Plots, VerityMountBenchPlotsWhatItReports) {
   if (auto why = verity_mount_bench_unusable()) GTEST_SKIP() << *why;
   std::string out;
-  ASSERT_EQ(run("verity bench --mount --app-mib 4 --apps 2 --runs 2 --json --plot " +
+  ASSERT_EQ(run("verity bench --mount --app-mib 4 --seq-mib 0 --apps 2 --runs 2 --json --plot " +
                     (dir_ / "p").string(),
                 out),
             0);

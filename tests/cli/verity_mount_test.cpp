@@ -478,7 +478,7 @@ TEST(VerityMountBench, MeasuresBothQueuesAndLeavesNothing) {
   // stdout alone: the JSON (shell() would add stderr).
   const result r =
       quiesce::test::run_shell("TMPDIR=" + tmp.string() + " " + std::string(QUIESCE_CLI) +
-                               " verity bench --mount --app-mib 4 --apps 2 --runs 2 "
+                               " verity bench --mount --app-mib 4 --seq-mib 8 --apps 2 --runs 2 "
                                "--json 2>" +
                                (tmp / "stderr").string());
   const std::string err = quiesce::test::slurp(tmp / "stderr");
@@ -499,6 +499,29 @@ TEST(VerityMountBench, MeasuresBothQueuesAndLeavesNothing) {
   }
   EXPECT_EQ(j["bound"]["queue"], "fsverity_read_queue");
   EXPECT_EQ(j["unbound"]["queue"], "fsverity_read_queue_unbound");
+  // The baseline: the same files without sidecars, read by the same apps, nothing queued.
+  EXPECT_GT(j["plain"]["read_latency_us"]["n"].get<double>(), 0);
+  EXPECT_EQ(j["plain"]["queue_to_start_us"]["n"].get<double>(), 0)
+      << "a file without a sidecar went through verification";
+  EXPECT_EQ(j["plain"]["cold_start_ms"]["runs"].size(), 2u);
+  // The sequential row: each way read cold and warm in every run, and the two ratios.
+  const auto& seq = j["sequential"];
+  EXPECT_EQ(seq["mib"], 8);
+  for (const char* way : {"direct", "fuse", "verified"}) {
+    for (const char* when : {"cold_ms", "warm_ms"}) {
+      ASSERT_EQ(seq[way][when]["runs"].size(), 2u) << way << " " << when;
+      for (const auto& ms : seq[way][when]["runs"])
+        EXPECT_GT(ms.get<double>(), 0) << way << " " << when;
+    }
+  }
+  EXPECT_NEAR(seq["verified_cold_vs_fuse"].get<double>(),
+              seq["fuse"]["cold_ms"]["median"].get<double>() /
+                  seq["verified"]["cold_ms"]["median"].get<double>(),
+              1e-9);
+  EXPECT_NEAR(seq["verified_warm_vs_direct"].get<double>(),
+              seq["direct"]["warm_ms"]["median"].get<double>() /
+                  seq["verified"]["warm_ms"]["median"].get<double>(),
+              1e-9);
   EXPECT_EQ(bench_mounts(), 0);
   EXPECT_EQ(bench_dirs(tmp), 0);
   fs::remove_all(tmp);

@@ -226,9 +226,10 @@ experiments::verity_mount_bench_result run_mount_bench(
   if (auto why = experiments::verity_mount_bench_unusable()) {
     throw usage_error("verity bench --mount: " + *why);
   }
-  refuse_beyond_disk("--app-mib", std::to_string(c.app_mib), (c.app_mib << 20) / 64 * 65,
+  refuse_beyond_disk("--app-mib/--seq-mib", fmt::format("{}/{}", c.app_mib, c.seq_mib),
+                     experiments::verity_mount_bench_disk_bytes(c),
                      fs::temp_directory_path().string());
-  progress_line progress("quiesce verity bench --mount", 2 * static_cast<std::size_t>(c.runs),
+  progress_line progress("quiesce verity bench --mount", experiments::verity_mount_bench_steps(c),
                          progress_wanted_here);
   return experiments::run_verity_mount_bench(c, [&](const std::string& s) { progress.step(s); });
 }
@@ -291,6 +292,7 @@ const experiment_registrar verity_mount_experiment{
        }
        experiments::verity_mount_bench_config c;
        c.app_mib = opt.quick ? 16 : 64;
+       c.seq_mib = opt.quick ? 64 : 256;
        c.load = 2;  // a busy device: as many CPU-bound threads as these machines have CPUs
        const experiments::verity_mount_bench_result r = run_mount_bench(c, false);
        return experiment_output{r.to_json(), r.markdown(), r.plots()};
@@ -410,6 +412,11 @@ const command_registrar verity_command{
                   number_range<int>{0, 1024});
        add_number(bench, "--app-mib", b->mount_config.app_mib, "--mount: the app's files (MiB)",
                   number_range<std::size_t>{1, std::size_t{1} << 16});
+       b->mount_config.seq_mib = 1024;
+       add_number(bench, "--seq-mib", b->mount_config.seq_mib,
+                  "--mount: the file read sequentially, cold and warm, direct and through the "
+                  "mount without and with verification (MiB; 0: no sequential row)",
+                  number_range<std::size_t>{0, std::size_t{1} << 20});
        bench->callback(traced(bench, [b] {
          if (b->mount) {
            experiments::verity_mount_bench_config c = b->mount_config;

@@ -2,15 +2,21 @@
 // quiesce verity mount. Each start drops the page cache (root), then several processes
 // each open and read the app's files through the mount - half of them whole and in
 // sequence (code), half in a few random reads (resources) - while the mount verifies on the
-// patch's queue (per-CPU, highpri) or the one before it (unbound, highpri), the two
-// alternating over runs, optionally beside CPU-bound load threads (a busy device). Per
-// queue: the verification workers' time runnable (schedstat run_delay: the seed's metric),
-// the items' queue->start latency, the apps' read latency and the cold-start time (the
-// slowest app's), each as median and spread over the runs. Typed result; text, Markdown
-// JSON and plots are renderings.
+// patch's queue (per-CPU, highpri) or the one before it (unbound, highpri), and, as the
+// baseline, the same files without sidecars through the same daemon (FUSE alone, nothing
+// verified); the three rotate over runs, optionally beside CPU-bound load threads (a busy
+// device). Per side: the verification workers' time runnable (schedstat run_delay: the
+// seed's metric), the items' queue->start latency, the apps' read latency and the
+// cold-start time (the slowest app's), each as median and spread over the runs.
+//
+// Then the sequential row: one file of seq_mib read whole with 1 MiB reads, cold (page
+// cache dropped) and warm, directly from SOURCE, through the mount without a sidecar and
+// through the mount verified (per-CPU queue) - what verification costs a reader beside
+// FUSE itself. Typed result; text, Markdown, JSON and plots are renderings.
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -26,7 +32,8 @@ struct verity_mount_bench_config {
   std::size_t app_mib = 64;  // the app's files, in total
   int apps = 4;              // processes per cold start
   int load = 0;              // CPU-bound background threads
-  int runs = 3;              // runs of both queues, the order alternating
+  int runs = 3;              // runs of every side, the order rotating
+  std::size_t seq_mib = 0;   // the sequential-read file (0: no sequential row)
 };
 
 // One queue: the runs' figures, and the latencies of every run pooled.
@@ -41,9 +48,28 @@ struct verity_mount_side {
   nlohmann::json to_json() const;
 };
 
+// One way of reading the sequential file whole: per run, cold then warm.
+struct seq_read_side {
+  run_spread cold_ms, warm_ms;
+  nlohmann::json to_json() const;
+};
+
+// The sequential row. The ratios are the medians', >= 1.0 when the verified read is as fast.
+struct verity_mount_seq {
+  std::size_t mib = 0;
+  seq_read_side direct;    // from SOURCE
+  seq_read_side fuse;      // through the mount, the same bytes without a sidecar
+  seq_read_side verified;  // through the mount, verified on the per-CPU queue
+  double cold_vs_fuse() const;    // fuse.cold / verified.cold (the goal: >= 0.9)
+  double warm_vs_direct() const;  // direct.warm / verified.warm (the goal: >= 0.95)
+  nlohmann::json to_json() const;
+};
+
 struct verity_mount_bench_result {
   verity_mount_bench_config config;
   verity_mount_side bound, unbound;
+  verity_mount_side plain;  // no sidecars: FUSE alone (no queue, nothing verified)
+  std::optional<verity_mount_seq> seq;  // with config.seq_mib > 0
   std::size_t files = 0;
   bool caches_dropped = false;  // false: not root, the page cache stayed warm
   nlohmann::json to_json() const;
@@ -57,8 +83,13 @@ struct verity_mount_bench_result {
 std::optional<std::string> verity_mount_bench_unusable();
 
 // Writes the app's files in a private temporary directory (removed on every way out),
-// enables fs-verity on each, and measures. `step` is told each run before it starts.
+// enables fs-verity on each (and keeps copies without sidecars), and measures. `step` is
+// told each cold start and each sequential run before it starts:
+// verity_mount_bench_steps(config) in all.
 // Throws std::runtime_error if the mount cannot be set up.
+std::size_t verity_mount_bench_steps(const verity_mount_bench_config& config);
+// The bytes it writes in the temporary directory (files, copies and sidecars).
+std::uint64_t verity_mount_bench_disk_bytes(const verity_mount_bench_config& config);
 verity_mount_bench_result run_verity_mount_bench(
     const verity_mount_bench_config& config,
     const std::function<void(const std::string&)>& step = {});
