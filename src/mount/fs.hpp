@@ -46,6 +46,7 @@
 #include "quiesce/mount/verity_fs.hpp"
 #include "quiesce/verity.hpp"
 #include "quiesce/workqueue.hpp"
+#include "retained.hpp"
 
 namespace quiesce::mount::detail {
 
@@ -95,7 +96,8 @@ struct identity {
   // enable through the mount) and an open descriptor of that sidecar.
   std::optional<descriptor> desc QUIESCE_GUARDED_BY(lock);
   fd_t sidecar QUIESCE_GUARDED_BY(lock);
-  // Its verified_file while handles of the inode are open: shared by their reads.
+  // Its verified_file while handles of the inode are open (shared by their reads), and
+  // after the last close while the mount retains it (retained.hpp).
   std::shared_ptr<verified_file> file QUIESCE_GUARDED_BY(lock);
   int opens QUIESCE_GUARDED_BY(lock) = 0;    // handles open, any node
   int writers QUIESCE_GUARDED_BY(lock) = 0;  // writable handles (a mapping holds one)
@@ -153,6 +155,16 @@ struct filesystem {
   std::unique_ptr<workqueue> verify_wq;  // I: reads (the seed's queue)
   std::unique_ptr<workqueue> enable_wq;  // I: tree building for FS_IOC_ENABLE_VERITY
   fuse_session* se = nullptr;            // I
+  // The verified_files of closed verity inodes, for their next open: at most 256 inodes
+  // and 64 MiB of trees (8 GiB of data in 4 KiB sha256 blocks).
+  retained_files retained{256, std::size_t{64} << 20};
+
+  // The mount's readahead window (verity_mount_options::read_ahead_kb), written to its
+  // bdi by the first request after INIT (before, the kernel's INIT would lower it again).
+  std::string read_ahead_file;               // I: the bdi's read_ahead_kb; empty: left alone
+  unsigned read_ahead_kb = 0;                // I
+  std::atomic<bool> read_ahead_set{false};   // A
+  void set_read_ahead();
 
   quiesce::detail::mutex table;
   std::unordered_map<fuse_ino_t, std::shared_ptr<node>> nodes QUIESCE_GUARDED_BY(table);
@@ -183,6 +195,8 @@ struct filesystem {
   void invalidate(const identity& who);
   // Frees every handle still open (teardown, after the queues are idle).
   void drop_handles();
+  // Frees every verified_file (teardown, after drop_handles, before the queues go).
+  void drop_files();
 };
 
 filesystem& fs_of(fuse_req_t req);

@@ -29,4 +29,10 @@ inline constexpr bool no_recheck = true;  // a plain node's open ignores a new s
 inline constexpr bool no_recheck = false;
 #endif
 
+#ifdef QUIESCE_MUTANT_MOUNT_STALE_TREE
+inline constexpr bool stale_tree = true;  // a kept tree serves its inode's next descriptor
+#else
+inline constexpr bool stale_tree = false;
+#endif
+
 }  // namespace quiesce::mount::detail::mutant

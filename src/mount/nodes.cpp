@@ -19,7 +19,10 @@ std::string proc_path(int fd) {
 }
 
 filesystem& fs_of(fuse_req_t req) {
-  return *static_cast<filesystem*>(fuse_req_userdata(req));
+  filesystem& f = *static_cast<filesystem*>(fuse_req_userdata(req));
+  // Every request after INIT: the kernel has applied the daemon's answer by now.
+  if (!f.read_ahead_set.load(std::memory_order_acquire)) f.set_read_ahead();
+  return f;
 }
 
 bool has_sidecar_suffix(const std::string& name) {
@@ -132,7 +135,7 @@ std::shared_ptr<node> filesystem::remember(fd_t path, const struct stat& st,
       // from now on it is the inode's verity. Nodes of the old state answer ESTALE.
       who->desc = by_name->first;
       who->sidecar = std::move(by_name->second);
-      dropped = std::move(who->file);
+      if (!mutant::stale_tree) dropped = std::move(who->file);
     }
     desc = who->desc;
   }
@@ -186,6 +189,11 @@ void filesystem::renamed(const std::shared_ptr<node>& parent, const std::string&
 
 std::shared_ptr<verified_file> filesystem::verity_file(identity& who) {
   if (!who.desc) return nullptr;
+  // A kept file (retained.hpp) serves only the descriptor it was read for: remember()
+  // drops it when the inode's verity changes.
+  if (who.file && !mutant::stale_tree && who.file->descriptor() != *who.desc) {
+    throw std::system_error(ESTALE, std::generic_category(), "a kept tree of another descriptor");
+  }
   if (!who.file) {
     // The data through the held inode, never a path: a file renamed or replaced since is
     // not what opens.
@@ -225,6 +233,21 @@ void filesystem::drop_handles() {
   }
   for (handle* h : left)
     delete h;
+}
+
+void filesystem::drop_files() {
+  retained.clear();
+  std::vector<std::shared_ptr<identity>> known;
+  {
+    quiesce::detail::lock_guard g(table);
+    for (const auto& [id, n] : nodes)
+      known.push_back(n->who);
+  }
+  for (const auto& who : known) {
+    std::shared_ptr<verified_file> file;  // freed unlocked
+    quiesce::detail::lock_guard v(who->lock);
+    file = std::move(who->file);
+  }
 }
 
 }  // namespace quiesce::mount::detail

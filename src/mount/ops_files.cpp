@@ -8,6 +8,7 @@
 
 #include <cerrno>
 #include <mutex>
+#include <optional>
 #include <shared_mutex>
 #include <system_error>
 #include <vector>
@@ -77,13 +78,18 @@ int admit(filesystem& f, handle& h) {
   return 0;
 }
 
-void unadmit(handle& h) {
+void unadmit(filesystem& f, handle& h) {
   identity& id = *h.n->who;
-  std::shared_ptr<verified_file> last, mine;  // freed unlocked
-  quiesce::detail::lock_guard v(id.lock);
-  if (h.writable) --id.writers;
-  if (--id.opens == 0) last = std::move(id.file);
-  mine = std::move(h.verity);
+  std::shared_ptr<verified_file> mine;  // freed unlocked
+  std::optional<std::size_t> kept;      // the last close of a verity file: its tree's bytes
+  {
+    quiesce::detail::lock_guard v(id.lock);
+    if (h.writable) --id.writers;
+    if (--id.opens == 0 && id.file) kept = id.file->tree().tree.size();
+    mine = std::move(h.verity);
+  }
+  // The file stays with its identity for the next open, within the bounds (retained.hpp).
+  if (kept) f.retained.closed(h.n->who, *kept);
 }
 
 // Opens the source file of `h` (its node's inode) and checks it is the regular file the
@@ -106,7 +112,7 @@ int open_source(fuse_req_t req, handle& h) {
 int open_handle(fuse_req_t req, filesystem& f, std::unique_ptr<handle>& h, fuse_file_info* fi) {
   if (const int err = admit(f, *h)) return err;
   if (const int err = open_source(req, *h)) {
-    unadmit(*h);
+    unadmit(f, *h);
     return err;
   }
   // The page-cache invariant (fs.hpp): a verity node's cache holds only pages verified
@@ -203,7 +209,7 @@ void op_release(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
     f.handles.erase(h.get());
   }
   h->fd.reset();
-  unadmit(*h);
+  unadmit(f, *h);
   h.reset();
   fuse_reply_err(req, 0);
 }

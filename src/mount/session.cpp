@@ -12,8 +12,11 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <charconv>
 #include <cstring>
 #include <fstream>
+#include <optional>
+#include <sstream>
 #include <memory>
 #include <string>
 #include <system_error>
@@ -141,6 +144,45 @@ bool setuid_fusermount() {
 
 }  // namespace
 
+namespace {
+
+// The device ("major:minor") of the filesystem mounted last on `mnt`, from
+// /proc/self/mountinfo (whose paths escape space, tab, newline and backslash as \ooo).
+std::optional<std::string> mounted_device(const fs::path& mnt) {
+  std::ifstream in("/proc/self/mountinfo");
+  std::optional<std::string> dev;
+  for (std::string line; std::getline(in, line);) {
+    std::istringstream fields(line);
+    std::string id, parent, devno, root, at;
+    if (!(fields >> id >> parent >> devno >> root >> at)) continue;
+    std::string path;
+    for (std::size_t i = 0; i < at.size(); ++i) {
+      if (at[i] == '\\' && i + 3 < at.size()) {
+        path += static_cast<char>(std::stoi(at.substr(i + 1, 3), nullptr, 8));
+        i += 3;
+      } else {
+        path += at[i];
+      }
+    }
+    if (path == mnt.string()) dev = devno;
+  }
+  return dev;
+}
+
+}  // namespace
+
+void filesystem::set_read_ahead() {
+  if (read_ahead_set.exchange(true, std::memory_order_acq_rel) || read_ahead_file.empty()) return;
+  std::ofstream out(read_ahead_file);
+  out << read_ahead_kb << '\n';
+  out.flush();
+  if (!out) {
+    log(log_level::warning,
+        fmt::format("quiesce verity mount: cannot set {} to {} (readahead stays the kernel's)",
+                    read_ahead_file, read_ahead_kb));
+  }
+}
+
 void parse_mount_options(const std::string& list, verity_mount_options& o) {
   static const char* const kFlags[] = {
       "suid",        "nosuid",  "dev",      "nodev",      "exec",     "noexec",
@@ -171,6 +213,16 @@ void parse_mount_options(const std::string& list, verity_mount_options& o) {
       o.require_signatures = true;
     } else if (is("unbound")) {
       o.unbound = true;
+    } else if (opt.rfind("read_ahead_kb=", 0) == 0) {
+      const std::string v = opt.substr(14);
+      unsigned long kb = 0;
+      const auto [end_at, ec] = std::from_chars(v.data(), v.data() + v.size(), kb);
+      if (v.empty() || ec != std::errc() || end_at != v.data() + v.size() ||
+          kb > max_read_ahead_kb) {
+        throw mount_error(
+            fmt::format("-o {}: not a whole number of KiB in 0..{}", opt, max_read_ahead_kb), 2);
+      }
+      o.read_ahead_kb = static_cast<unsigned>(kb);
     } else if (is("auto_unmount")) {
       o.auto_unmount = true;
     } else if (is("noauto_unmount")) {
@@ -235,6 +287,7 @@ struct verity_mount::impl {
   void quiesce_filesystem() {
     if (f.verify_wq) f.verify_wq->flush();
     f.drop_handles();
+    f.drop_files();
     f.enable_wq.reset();
     f.verify_wq.reset();
   }
@@ -292,9 +345,20 @@ verity_mount::verity_mount(const fs::path& source, const fs::path& mountpoint,
     impl_->signals = true;
   }
   impl_->mountpoint = fs::absolute(mountpoint);
+  // As /proc/self/mountinfo will name it (resolved now: once mounted, resolving the path
+  // would ask this daemon, which does not serve yet).
+  const fs::path resolved = fs::canonical(mountpoint);
   if (fuse_session_mount(impl_->se.get(), impl_->mountpoint.c_str()) != 0) {
     if (impl_->signals) fuse_remove_signal_handlers(impl_->se.get());
     throw mount_error(fmt::format("{}: cannot mount (see the line above)", mountpoint.string()), 2);
+  }
+  // Its readahead window, once the kernel has the connection (filesystem::set_read_ahead):
+  // the bdi's sysfs file is root's.
+  if (root && o.read_ahead_kb != 0) {
+    if (const auto dev = mounted_device(resolved)) {
+      f.read_ahead_file = "/sys/class/bdi/" + *dev + "/read_ahead_kb";
+      f.read_ahead_kb = o.read_ahead_kb;
+    }
   }
   // A daemon that will fork starts its threads in serve(), after the fork.
   if (o.foreground) impl_->start_queues();

@@ -456,6 +456,54 @@ TEST_F(MountAttack, AFileEnabledInSourceIsVerityAtItsNextOpen) {
   EXPECT_EQ(errno, EPERM);
 }
 
+// The tree a closed verity file keeps for its next open (src/mount/retained.hpp) serves only
+// the descriptor it was read for: the owner rewrites the file in SOURCE (the same inode)
+// with a new sidecar, and the next open reads the new bytes, verified against the new
+// digest - never EIO against the kept tree.
+TEST_F(MountAttack, AKeptTreeServesOnlyItsDescriptor) {
+  SKIP_UNLESS_FUSE();
+  write_random(src_ / "f", 100'000, 21);
+  ASSERT_EQ(shell2(std::string(QUIESCE_CLI) + " verity enable " + (src_ / "f").string()).code, 0);
+  // A second name the kernel keeps looked up: the inode stays known (and its kept tree with
+  // it) while the kernel drops the first name's node for the new one.
+  ASSERT_EQ(::link((src_ / "f").c_str(), (src_ / "g").c_str()), 0);
+  start();
+  ASSERT_TRUE(slurp(mnt_ / "f") == slurp(src_ / "f"));  // verified, closed: its tree is kept
+  struct stat held {};
+  ASSERT_EQ(::stat((mnt_ / "g").c_str(), &held), 0);
+  struct stat before {};
+  ASSERT_EQ(::stat((src_ / "f").c_str(), &before), 0);
+  fs::remove(src_ / "f.verity");
+  write_random(src_ / "f", 100'000, 22);  // in place: O_TRUNC keeps the inode
+  struct stat after {};
+  ASSERT_EQ(::stat((src_ / "f").c_str(), &after), 0);
+  ASSERT_EQ(before.st_ino, after.st_ino);
+  ASSERT_EQ(shell2(std::string(QUIESCE_CLI) + " verity enable " + (src_ / "f").string()).code, 0);
+  const std::string want = slurp(src_ / "f");
+  const std::string digest = shell2("fsverity digest --compact " + (src_ / "f").string()).out;
+  std::string got, measured;
+  int read_errno = 0;
+  // The kernel keeps the old name for up to the attribute timeout; then it looks it up again.
+  EXPECT_TRUE(eventually([&] {
+    const int fd = ::open((mnt_ / "f").c_str(), O_RDONLY);
+    if (fd < 0) return false;
+    int err = 0;
+    const std::string d = measure(fd, err);
+    measured.clear();
+    for (unsigned char c : d)
+      measured += "0123456789abcdef"[c >> 4], measured += "0123456789abcdef"[c & 15];
+    got.assign(want.size(), '\0');
+    const ssize_t n = ::pread(fd, got.data(), got.size(), 0);
+    read_errno = n < 0 ? errno : 0;
+    ::close(fd);
+    if (n != static_cast<ssize_t>(want.size())) got.clear();
+    // The old node reads its cached pages; only a tree of the old digest fails (at once).
+    return read_errno != 0 || (measured + "\n" == digest && got == want);
+  })) << "the open measures " << measured << " (want " << digest << ")";
+  EXPECT_EQ(read_errno, 0) << std::strerror(read_errno) << ": the old digest's kept tree was used";
+  EXPECT_TRUE(got == want);
+}
+
 // A second name of a verity file is a verity file; a source-side hard link too, once the
 // mount knows the inode; and a file with two names cannot be enabled.
 TEST_F(MountAttack, HardLinksOfAVerityFileAreImmutable) {

@@ -7,6 +7,7 @@
 #include <linux/fsverity.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -399,6 +400,31 @@ TEST_F(VerityMount, MountsThroughMountFuse3WithOptions) {
   EXPECT_FALSE(is_mounted(mnt_));
 }
 
+// The mount's readahead window (its bdi's read_ahead_kb): 4 MiB by default, -o
+// read_ahead_kb=N, 0 leaves the kernel's; both ends of the range accepted.
+TEST_F(VerityMount, ReadaheadIsTheOptionsWindow) {
+  SKIP_UNLESS_FUSE();
+  if (::geteuid() != 0) GTEST_SKIP() << "only root may set a bdi's readahead";
+  std::ofstream(src_ / "p") << "plain";
+  const auto window = [&] {
+    struct stat st {};
+    if (::stat((mnt_ / "p").c_str(), &st) != 0) return std::string("no file");
+    return slurp("/sys/class/bdi/" + std::to_string(major(st.st_dev)) + ":" +
+                 std::to_string(minor(st.st_dev)) + "/read_ahead_kb");
+  };
+  for (const auto& [args, kb] : std::vector<std::pair<std::string, std::string>>{
+           {"", "4096\n"},
+           {"-o read_ahead_kb=512", "512\n"},
+           {"-o read_ahead_kb=1048576", "1048576\n"},
+           {"-o read_ahead_kb=0", "128\n"}}) {
+    start(args);
+    EXPECT_EQ(window(), kb) << args;
+    EXPECT_EQ(slurp(mnt_ / "p"), "plain") << args;
+    stop();
+    ASSERT_TRUE(quiesce::test::eventually([&] { return !is_mounted(mnt_); })) << args;
+  }
+}
+
 // -o mistakes are one line and exit 2, before anything is mounted; a user who is not root
 // may not open the mount to others unless /etc/fuse.conf says so.
 TEST_F(VerityMount, OptionMistakesAreExit2) {
@@ -409,7 +435,11 @@ TEST_F(VerityMount, OptionMistakesAreExit2) {
            {"-o ro,bogus", "-o bogus: not an option"},
            {"-o cert=", "no file named"},
            {"-o require_signatures", "no trusted certificate"},
-           {"-o cert=/nonexistent.pem", "/nonexistent.pem"}}) {
+           {"-o cert=/nonexistent.pem", "/nonexistent.pem"},
+           {"-o read_ahead_kb=", "not a whole number of KiB in 0..1048576"},
+           {"-o read_ahead_kb=-1", "not a whole number of KiB in 0..1048576"},
+           {"-o read_ahead_kb=1048577", "not a whole number of KiB in 0..1048576"},
+           {"-o read_ahead_kb=4k", "not a whole number of KiB in 0..1048576"}}) {
     const result r = shell(cli + " " + args);
     EXPECT_EQ(r.code, 2) << args << ": " << r.out;
     EXPECT_NE(r.out.find(says), std::string::npos) << args << ": " << r.out;

@@ -381,8 +381,8 @@ const command_registrar verity_command{
                      "it in the background, as sshfs does)");
        mnt->add_option("-o", m->o_lists,
                        "Mount options, comma-separated, as mount(8) and fstab pass them: ro, "
-                       "allow_other, cert=FILE, require_signatures, unbound, auto_unmount, "
-                       "noauto_unmount, nosuid, nodev, noexec, noatime, ...; repeatable")
+                       "allow_other, cert=FILE, require_signatures, unbound, read_ahead_kb=N, "
+                       "auto_unmount, noauto_unmount, nosuid, nodev, noexec, noatime, ...; repeatable")
            ->allow_extra_args(false);
        mnt->add_flag("--debug", m->options.debug, "libfuse's request log on stderr");
        mnt->callback([m] { run_mount(*m); });
@@ -417,6 +417,9 @@ const command_registrar verity_command{
                   "--mount: the file read sequentially, cold and warm, direct and through the "
                   "mount without and with verification (MiB; 0: no sequential row)",
                   number_range<std::size_t>{0, std::size_t{1} << 20});
+       add_number(bench, "--read-ahead-kb", b->mount_config.read_ahead_kb,
+                  "--mount: the mounts' readahead window (KiB; 0: the kernel's 128)",
+                  number_range<unsigned>{0, mount::max_read_ahead_kb});
        bench->callback(traced(bench, [b] {
          if (b->mount) {
            experiments::verity_mount_bench_config c = b->mount_config;

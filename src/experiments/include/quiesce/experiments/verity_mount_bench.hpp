@@ -25,6 +25,7 @@
 #include "quiesce/experiments/plot.hpp"
 #include "quiesce/experiments/spread.hpp"
 #include "quiesce/histogram.hpp"
+#include "quiesce/mount/verity_fs.hpp"
 
 namespace quiesce::experiments {
 
@@ -34,6 +35,8 @@ struct verity_mount_bench_config {
   int load = 0;              // CPU-bound background threads
   int runs = 3;              // runs of every side, the order rotating
   std::size_t seq_mib = 0;   // the sequential-read file (0: no sequential row)
+  // The mounts' readahead window (verity_mount_options::read_ahead_kb; 0: the kernel's).
+  unsigned read_ahead_kb = mount::verity_mount_options{}.read_ahead_kb;
 };
 
 // One queue: the runs' figures, and the latencies of every run pooled.
@@ -48,9 +51,11 @@ struct verity_mount_side {
   nlohmann::json to_json() const;
 };
 
-// One way of reading the sequential file whole: per run, cold then warm.
+// One way of reading the sequential file whole: per run, cold then warm, and the CPU time
+// the cold read cost this process (every thread: the reader's syscalls, the mount's
+// threads, the verification workers) - on N CPUs a read cannot take less than cpu / N.
 struct seq_read_side {
-  run_spread cold_ms, warm_ms;
+  run_spread cold_ms, warm_ms, cold_cpu_ms;
   nlohmann::json to_json() const;
 };
 
