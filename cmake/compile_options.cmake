@@ -26,3 +26,11 @@ endif()
 if(CMAKE_CXX_COMPILER_ID MATCHES "Clang")
   target_compile_options(quiesce_compile_options INTERFACE $<$<COMPILE_LANGUAGE:CXX>:-Wthread-safety>)
 endif()
+
+# Glue - the CLI, the experiment drivers, the test bodies - compiled without optimisation in
+# the sanitizer presets: their compile time halves (a CLI command file under ASan: 22 -> 13
+# s) while the runtime they call keeps the preset's -O1; the sanitizers check -O0 code too.
+add_library(quiesce_glue_options INTERFACE)
+if(QUIESCE_SANITIZE)
+  target_compile_options(quiesce_glue_options INTERFACE -O0)
+endif()

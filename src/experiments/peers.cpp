@@ -207,7 +207,7 @@ std::string tail_of(const fs::path& file, std::size_t bytes) {
 // Runs `program` from `dir` with JSON output to a file, its console output to a log;
 // returns its runs. `filter` is a Google Benchmark regex.
 runs run_benchmark(const fs::path& dir, const std::string& program, const std::string& filter,
-                   int repetitions, const std::string& sha256 = "") {
+                   int repetitions, double min_time_s, const std::string& sha256 = "") {
   const fs::path exe = dir / program;
   if (!fs::exists(exe)) {
     throw std::runtime_error(fmt::format(
@@ -223,7 +223,8 @@ runs run_benchmark(const fs::path& dir, const std::string& program, const std::s
   const fs::path log = tmp / "console.log";
   std::vector<std::string> args = {
       exe.string(), "--benchmark_out=" + out.string(), "--benchmark_out_format=json",
-      fmt::format("--benchmark_repetitions={}", repetitions), "--benchmark_min_time=0.1",
+      fmt::format("--benchmark_repetitions={}", repetitions),
+      fmt::format("--benchmark_min_time={}", min_time_s),
       // Repetitions of quiesce and its peers alternate in a
       // random order, so that a slow spell of this noisy
       // machine does not fall on one side only.
@@ -346,7 +347,8 @@ nlohmann::json set_json(const sample_set& s) {
 }
 
 // The hashing table: bench_verity once per SHA-256 implementation this CPU runs.
-void run_hashing(const fs::path& dir, int repetitions, bool every, peers_result& result) {
+void run_hashing(const fs::path& dir, int repetitions, double min_time_s, bool every,
+                 peers_result& result) {
   const verity::sha256_choice& choice = verity::sha256_hashing();
   result.sha256_chosen = fmt::format("{} ({})", choice.chosen, choice.why);
   if (!fs::exists(dir / "bench_verity")) {
@@ -370,7 +372,7 @@ void run_hashing(const fs::path& dir, int repetitions, bool every, peers_result&
     by_program["bench_verity"] =
         run_benchmark(dir, "bench_verity",
                       "^(BM_build_tree|BM_verified_sequential/bio_kib:1024|" + alone + ")(/|$)",
-                      repetitions, row.name);
+                      repetitions, min_time_s, row.name);
     auto verity_source = [](const std::string& benchmark) {
       return source{"quiesce", "bench_verity", benchmark};
     };
@@ -407,10 +409,12 @@ peers_result run_peers(const peers_options& options) {
   std::map<std::string, runs> by_program;
   fmt::print(stderr, "quiesce bench peers: running bench_wq ({} repetitions)...\n",
              options.repetitions);
-  by_program["bench_wq"] = run_benchmark(dir, "bench_wq", wq_filter, options.repetitions);
+  by_program["bench_wq"] = run_benchmark(dir, "bench_wq", wq_filter, options.repetitions,
+                                           options.min_time_s);
   fmt::print(stderr, "quiesce bench peers: running bench_rcu ({} repetitions)...\n",
              options.repetitions);
-  by_program["bench_rcu"] = run_benchmark(dir, "bench_rcu", ".", options.repetitions);
+  by_program["bench_rcu"] = run_benchmark(dir, "bench_rcu", ".", options.repetitions,
+                                            options.min_time_s);
 
   peers_result result;
   result.repetitions = options.repetitions;
@@ -438,7 +442,7 @@ peers_result run_peers(const peers_options& options) {
                                samples(by_program, s, "max_us", 1.0)});
     }
   }
-  run_hashing(dir, options.repetitions, options.every_sha256, result);
+  run_hashing(dir, options.repetitions, options.min_time_s, options.every_sha256, result);
   result.seconds = static_cast<double>(now_ns() - started) / 1e9;
   return result;
 }

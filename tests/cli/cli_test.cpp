@@ -215,8 +215,11 @@ TEST_F(Cli, VerityDigestBlockSizesAreFsverityUtilsRange) {
     for (std::size_t bs = 32; bs <= 65536; bs *= 2)
       same_as_fsverity(alg, bs);
   }
-  // The top of the range, once: a 1 GiB block is 1 GiB hashed by each tool.
+  // The top of the range, once: a 1 GiB block is 1 GiB hashed by each tool - in the release
+  // build only (the same code; instrumented, the hashing alone took 46 s under TSan).
+#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
   same_as_fsverity("sha256", std::size_t{1} << 30);
+#endif
 }
 
 // ... and refuses what fsverity-utils refuses, naming the value as given.

@@ -332,7 +332,7 @@ TEST_F(Plots, VerityMountBenchPlotsWhatItReports) {
 TEST_F(Plots, ReportLinksEveryPlotItDrew) {
   std::string out;
   const fs::path report = dir_ / "report";
-  ASSERT_EQ(run("report --quick --out " + report.string(), out), 0);
+  ASSERT_EQ(run("report --smoke --out " + report.string(), out), 0);
   std::ifstream md_in(report / "report.md");
   const std::string md(std::istreambuf_iterator<char>(md_in), {});
   std::size_t links = 0;

@@ -170,12 +170,12 @@ const experiment_registrar keygc_experiment{
     {"keygc", "000", "keygcbench: monolithic vs chunked (64) collector, and budget",
      [](const experiment_options& opt) {
        keygc_config c;
-       c.keys = opt.quick ? 20'000 : 100'000;
+       c.keys = opt.smoke ? 2'000 : opt.quick ? 20'000 : 100'000;
        keygc_config base = c, budget = c;
        base.mode = keys::gc_mode::monolithic;
        budget.mode = keys::gc_mode::budget;
        // The spread of 3 pairs; budget (its default slice) runs in each pair too.
-       keygc_comparison_result r = run_keygc_comparison(base, c, 3, {}, budget);
+       keygc_comparison_result r = run_keygc_comparison(base, c, opt.smoke ? 1 : 3, {}, budget);
        add_kernel_column(r, c, opt.set_gc_delay);
        return experiment_output{r.to_json(), r.markdown(), r.plots()};
      }}};

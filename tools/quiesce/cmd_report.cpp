@@ -32,6 +32,7 @@ namespace fs = std::filesystem;
 struct report_options {
   std::string out = "quiesce-report";
   bool quick = false;
+  bool smoke = false;
   std::optional<unsigned> set_gc_delay;  // the kernel's expired keygc phase
   std::string trace_dir;                 // --trace DIR: one Chrome trace per experiment
 };
@@ -78,6 +79,7 @@ int run_report(const report_options& opt) {
   results["quiesce_version"] = version_string;
   results["generated_at"] = fmt::format("{:%Y-%m-%dT%H:%M:%SZ}", fmt::gmtime(std::time(nullptr)));
   results["quick"] = opt.quick;
+  results["smoke"] = opt.smoke;
   fmt::print(stderr, "quiesce report: measuring the machine...\n");
   results["machine"] = machine_facts();
   results["experiments"] = nlohmann::json::object();
@@ -86,9 +88,11 @@ int run_report(const report_options& opt) {
 
   std::string md = fmt::format("# quiesce report\n\nquiesce {}, {}{}.\n\n## Machine\n\n{}\n",
                                version_string, results["generated_at"].get<std::string>(),
-                               opt.quick ? ", quick run (smaller populations)" : "",
+                               opt.smoke   ? ", SMOKE run (smallest sizes: the figures mean nothing)"
+                               : opt.quick ? ", quick run (smaller populations)"
+                                           : "",
                                machine_markdown(results["machine"]));
-  const experiment_options eopt{opt.quick, opt.set_gc_delay};
+  const experiment_options eopt{.quick = opt.quick, .smoke = opt.smoke, .set_gc_delay = opt.set_gc_delay};
   // On a terminal, one progress line replaces the "running ..." lines.
   const bool draw = progress_wanted(false);
   progress_line progress("quiesce report", experiments().size() + 1, draw);
@@ -129,9 +133,11 @@ int run_report(const report_options& opt) {
   }
   // The runtime against the libraries a user would pick instead (quiesce bench peers).
   md += "## Runtime vs peers (`quiesce bench peers`)\n\n";
-  const peers_options popt{.repetitions = opt.quick ? 2 : 3,
-                           .growth = !opt.quick,
-                           .every_sha256 = !opt.quick,
+  const bool small = opt.quick || opt.smoke;
+  const peers_options popt{.repetitions = opt.smoke ? 1 : opt.quick ? 2 : 3,
+                           .growth = !small,
+                           .every_sha256 = !small,
+                           .min_time_s = opt.smoke ? 0.01 : 0.1,
                            .bench_dir = {}};
   if (const std::string why = peers_unavailable(popt); !why.empty()) {
     results["runtime_vs_peers"] = nlohmann::json{{"not_measured", why}};
@@ -169,6 +175,9 @@ const command_registrar report_command{
        sub->add_flag(
            "--quick", opt->quick,
            "Smaller populations, and the peers without the growth tables: a shorter report");
+       sub->add_flag("--smoke", opt->smoke,
+                     "Every experiment at its smallest size, one run: checks that the report "
+                     "assembles in seconds (its figures mean nothing)");
        add_number(sub, "--set-gc-delay", opt->set_gc_delay,
                   "Seed 000: set /proc/sys/kernel/keys/gc_delay to SECONDS while the host "
                   "kernel's expired phase runs (root; restored on exit)",

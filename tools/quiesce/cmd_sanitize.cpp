@@ -107,11 +107,11 @@ const experiment_registrar sanitize_experiment{
     {"sanitize", "003", "EPC sanitization: cond_resched() vs cond_resched_tasks_qs()",
      [](const experiment_options& opt) {
        sanitize_cli o;
-       o.seconds = opt.quick ? 1.0 : 3.0;
-       o.pages = opt.quick ? 8192 : 32768;
+       o.seconds = opt.smoke ? 0.2 : opt.quick ? 1.0 : 3.0;
+       o.pages = opt.smoke ? 1024 : opt.quick ? 8192 : 32768;
        const unsigned passes = calibrated(o);
-       const sanitize_comparison_result c =
-           experiments::run_sanitize_comparison(options_for(o, qs_policy::resched, passes), 3);
+       const sanitize_comparison_result c = experiments::run_sanitize_comparison(
+           options_for(o, qs_policy::resched, passes), opt.smoke ? 1 : 3);
        return experiment_output{c.to_json(), c.markdown(), c.plots()};
      }}};
 

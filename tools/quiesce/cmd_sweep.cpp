@@ -56,11 +56,11 @@ const experiment_registrar sweep_experiment{
     {"sweep keygc", "000", "the chunk-size study (sizes 1 .. 1024, the seed's design)",
      [](const experiment_options& opt) {
        sweep_config c;  // the seed's design: 100,000 keys, sizes 1 .. 1024, three runs each
-       if (opt.quick) {
-         c.runs = 2;
-         c.keys = 5'000;
+       if (opt.quick || opt.smoke) {
+         c.runs = opt.smoke ? 1 : 2;
+         c.keys = opt.smoke ? 1'000 : 5'000;
        }
-       for (std::size_t chunk = 1; chunk <= 1024; chunk *= opt.quick ? 8 : 2)
+       for (std::size_t chunk = 1; chunk <= 1024; chunk *= opt.smoke ? 32 : opt.quick ? 8 : 2)
          c.chunks.push_back(chunk);
        const sweep_result r = run_sweep(c);
        return experiment_output{r.to_json(), r.markdown(), r.plots()};

@@ -247,8 +247,8 @@ const experiment_registrar verity_experiment{
     {"verity bench", "004", "verified reads: verification on an unbound vs a per-CPU highpri queue",
      [](const experiment_options& opt) {
        experiments::verity_bench_config c;
-       c.file_mib = opt.quick ? 32 : 256;
-       c.seconds = opt.quick ? 0.5 : 3;  // three runs of both queues either way
+       c.file_mib = opt.smoke ? 4 : opt.quick ? 32 : 256;
+       c.seconds = opt.smoke ? 0.1 : opt.quick ? 0.5 : 3;  // three runs of both queues either way
        const experiments::verity_bench_result r = run_bench(c, false);
        return experiment_output{r.to_json(), r.markdown(), r.plots()};
      }}};
@@ -291,8 +291,9 @@ const experiment_registrar verity_mount_experiment{
              {{"skipped", *why}}, fmt::format("Not measured: {}.\n", *why), {}};
        }
        experiments::verity_mount_bench_config c;
-       c.app_mib = opt.quick ? 16 : 64;
-       c.seq_mib = opt.quick ? 64 : 256;
+       c.app_mib = opt.smoke ? 4 : opt.quick ? 16 : 64;
+       c.seq_mib = opt.smoke ? 8 : opt.quick ? 64 : 256;
+       if (opt.smoke) c.runs = 1;
        c.load = 2;  // a busy device: as many CPU-bound threads as these machines have CPUs
        const experiments::verity_mount_bench_result r = run_mount_bench(c, false);
        return experiment_output{r.to_json(), r.markdown(), r.plots()};

@@ -30,6 +30,9 @@ struct command_registrar {
 // How a report run should size an experiment.
 struct experiment_options {
   bool quick = false;  // the whole report within 1 minute instead of 5
+  // Every experiment at its smallest size and fewest runs: the report's assembly (sections,
+  // tables, plots, links) checked in seconds; its figures mean nothing (tests use it).
+  bool smoke = false;
   // The host kernel's expired keygc phase: gc_delay for the run (root; restored after).
   std::optional<unsigned> set_gc_delay;
 };

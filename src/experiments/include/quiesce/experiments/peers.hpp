@@ -88,6 +88,7 @@ struct peers_options {
   int repetitions = 5;
   bool growth = true;               // also the scaling and burst tables
   bool every_sha256 = true;         // false: only OpenSSL and the chosen SHA-256 (quicker)
+  double min_time_s = 0.1;          // each benchmark's --benchmark_min_time
   std::filesystem::path bench_dir;  // empty: the directory of this executable
 };
 
