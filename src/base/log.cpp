@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "die.hpp"
 #include "never_destroyed.hpp"
 #include "quiesce/clock.hpp"
 #include "quiesce/trace.hpp"
@@ -43,13 +44,10 @@ void call_sink(const log_sink& sink, log_level level, std::string_view line) noe
   try {
     sink(level, line);
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "quiesce: the log sink threw (%s) for: %.*s\n", e.what(),
-                 static_cast<int>(line.size()), line.data());
-    std::fprintf(stderr, "quiesce: log sink threw; terminating\n");
-    std::abort();
+    detail::die("the log sink threw (%s) for: %.*s; log sink threw, terminating", e.what(),
+                static_cast<int>(line.size()), line.data());
   } catch (...) {
-    std::fprintf(stderr, "quiesce: log sink threw; terminating\n");
-    std::abort();
+    detail::die("log sink threw; terminating");
   }
 }
 

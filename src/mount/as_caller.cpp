@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "../base/die.hpp"
 #include "fs.hpp"
 
 namespace quiesce::mount::detail {
@@ -23,9 +24,8 @@ namespace quiesce::mount::detail {
 namespace {
 
 [[noreturn]] void die(const char* what) {
-  std::fprintf(stderr, "quiesce verity mount: %s: %s - cannot serve requests safely\n", what,
-               std::strerror(errno));
-  std::abort();
+  quiesce::detail::die("verity mount: %s: %s - cannot serve requests safely", what,
+                       std::strerror(errno));
 }
 
 struct caps {

@@ -286,7 +286,7 @@ void rcu_enqueue(rcu_domain& domain, rcu_head* head) noexcept {
   rcu_callbacks& cb = st.callbacks;
   if (!cb.started.load(std::memory_order_acquire)) [[unlikely]] {
     if (const int err = start_callback_thread(st); err != 0) {
-      rcu_die("%s: cannot start the callback thread: %s; no callback could ever run", st.name,
+      die("%s: cannot start the callback thread: %s; no callback could ever run", st.name,
               std::strerror(err));
     }
   }

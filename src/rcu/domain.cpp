@@ -80,7 +80,7 @@ pthread_key_t exit_key() noexcept {
   static const pthread_key_t key = [] {
     pthread_key_t k;
     if (const int err = ::pthread_key_create(&k, &on_thread_exit); err != 0) {
-      rcu_die("rcu: cannot create the thread-exit key: %s", std::strerror(err));
+      die("rcu: cannot create the thread-exit key: %s", std::strerror(err));
     }
     return k;
   }();
@@ -99,7 +99,7 @@ void wake_writer(std::atomic<std::uint32_t>& waiting) noexcept {
 // Puts the calling thread into the registry of domain `k`. Never allocates.
 void register_thread(rcu_kind k) noexcept {
   if (exit_rounds >= PTHREAD_DESTRUCTOR_ITERATIONS) {
-    rcu_die(
+    die(
         "rcu: a thread registered with %s in its last thread-exit round; it could not be "
         "unregistered",
         state_of(k).name);
@@ -107,7 +107,7 @@ void register_thread(rcu_kind k) noexcept {
   const rcu_flavor& f = flavor_of(k);
   rcu_reader_entry& e = f.my_entry();
   if (const int err = ::pthread_setspecific(exit_key(), &e); err != 0) {
-    rcu_die("rcu: cannot arm the thread-exit handler: %s", std::strerror(err));
+    die("rcu: cannot arm the thread-exit handler: %s", std::strerror(err));
   }
   e.word = &f.my_word();
   this_thread_name_into(e.name);
@@ -195,16 +195,6 @@ void this_thread_name_into(char (&out)[thread_name_len]) noexcept {
   std::memcpy(out, buf, sizeof(buf));
 }
 
-void rcu_die(const char* format, ...) noexcept {
-  std::va_list args;
-  va_start(args, format);
-  std::fputs("quiesce: ", stderr);
-  std::vfprintf(stderr, format, args);
-  std::fputc('\n', stderr);
-  va_end(args);
-  std::abort();
-}
-
 void reset_registry_in_child(rcu_state& st) noexcept {
   // Only the forking thread exists in the child: every other entry names a thread that is
   // gone (its storage is still mapped, never to change again).
@@ -224,13 +214,10 @@ rcu_state* const* all_states(std::size_t& n) noexcept {
 }
 
 void memb_nesting_overflow() noexcept {
-  std::fprintf(stderr,
-               "quiesce: rcu_default_domain().lock() nested %llu levels deep: the reader word "
-               "holds at most %llu; aborting (a deeper reader would look idle to a grace "
-               "period)\n",
-               static_cast<unsigned long long>(memb_nest_mask + 1),
-               static_cast<unsigned long long>(memb_nest_mask));
-  std::abort();
+  die("rcu_default_domain().lock() nested %llu levels deep: the reader word holds at most "
+      "%llu; aborting (a deeper reader would look idle to a grace period)",
+      static_cast<unsigned long long>(memb_nest_mask + 1),
+      static_cast<unsigned long long>(memb_nest_mask));
 }
 
 void memb_register_slow() noexcept {

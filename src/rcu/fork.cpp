@@ -54,7 +54,7 @@ void unlock_all(rcu_state& st) noexcept {
 void before_fork() noexcept {
   if ((tls_memb.word.load(std::memory_order_relaxed) & memb_nest_mask) != 0) {
     // A grace period in progress would wait for this thread, and this thread for it.
-    rcu_die(
+    die(
         "fork() called inside a read-side critical section of rcu_default_domain(); "
         "fork outside read-side sections");
   }
@@ -97,7 +97,7 @@ void after_fork_child() noexcept {
 
 void install_fork_handlers() noexcept {
   static const int err = ::pthread_atfork(&before_fork, &after_fork_parent, &after_fork_child);
-  if (err != 0) rcu_die("rcu: cannot install the fork handlers (pthread_atfork: error %d)", err);
+  if (err != 0) die("rcu: cannot install the fork handlers (pthread_atfork: error %d)", err);
 }
 
 }  // namespace quiesce::detail

@@ -34,7 +34,7 @@ void master_barrier(const rcu_state& st) noexcept {
         std::atomic_thread_fence(std::memory_order_seq_cst);
         return;
       }
-      rcu_die(
+      die(
           "rcu: membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) failed after it was "
           "registered: %s; readers rely on it, so no grace period can be sound",
           std::strerror(errno));
@@ -144,7 +144,7 @@ void lock_or_die(std::mutex& m, const char* what) noexcept {
   try {
     m.lock();
   } catch (const std::system_error& e) {
-    rcu_die("rcu: cannot lock %s: %s", what, e.what());
+    die("rcu: cannot lock %s: %s", what, e.what());
   }
 }
 

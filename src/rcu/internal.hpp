@@ -23,6 +23,7 @@
 #include <string>
 #include <thread>
 
+#include "../base/die.hpp"
 #include "quiesce/clock.hpp"
 #include "quiesce/histogram.hpp"
 #include "quiesce/list.hpp"
@@ -125,9 +126,8 @@ const rcu_flavor& flavor_of(rcu_kind k) noexcept;
 // The calling thread's name, without allocating (one prctl).
 void this_thread_name_into(char (&out)[thread_name_len]) noexcept;
 
-// Prints "quiesce: MESSAGE" to stderr and aborts: for a noexcept primitive that cannot
-// proceed (liburcu's urcu_die). Never allocates.
-[[noreturn]] void rcu_die(const char* format, ...) noexcept __attribute__((format(printf, 1, 2)));
+// A noexcept primitive that cannot proceed ends the process through die() (liburcu's
+// urcu_die; src/base/die.hpp).
 
 struct rcu_callbacks {
   std::atomic<rcu_head*> head{nullptr};  // A: new callbacks, a Treiber stack (newest first)

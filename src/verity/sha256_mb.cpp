@@ -12,6 +12,7 @@
 #include <cstring>
 #include <memory>
 
+#include "../base/die.hpp"
 #include "hasher.hpp"
 
 #if defined(__x86_64__)
@@ -224,10 +225,10 @@ void hash_many(const prefix_state& prefix, const std::uint8_t* const* msgs, std:
                std::size_t len, std::uint8_t* out, const variant* v) {
   if (!v) v = calibrated().chosen;
   if (!v || !v->runs_here || len % 64 != 0) {
-    std::fprintf(stderr, "quiesce: sha256::hash_many: %s\n",
-                 !v ? "no kernel chosen (OpenSSL is)"
-                    : !v->runs_here ? "kernel does not run on this CPU" : "length not a multiple of 64");
-    std::abort();
+    quiesce::detail::die("sha256::hash_many: %s",
+                         !v                ? "no kernel chosen (OpenSSL is)"
+                         : !v->runs_here   ? "kernel does not run on this CPU"
+                                           : "length not a multiple of 64");
   }
   std::uint8_t tail[64];
   padding_block(mutant::verity_mb_length_unsalted ? len : prefix.bytes + len, tail);

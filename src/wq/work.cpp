@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <stdexcept>
 
+#include "../base/die.hpp"
 #include "internal.hpp"
 #include "quiesce/log.hpp"
 #include "quiesce/trace.hpp"
@@ -70,9 +71,7 @@ work::~work() {
   if (busy() && detail::process_exiting() && current_work() != this) cancel_sync();
   if (busy()) {
     const bool pending = flags_.load(std::memory_order_seq_cst) & detail::work_pending;
-    log(log_level::err,
-        fmt::format("BUG: work {} destroyed while {}", name_, pending ? "pending" : "running"));
-    std::abort();
+    detail::die("BUG: work %s destroyed while %s", name_.c_str(), pending ? "pending" : "running");
   }
 }
 
