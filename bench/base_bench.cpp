@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Costs of the base layer's hot operations: a clock read, a histogram record, a schedstat
 // sample. Run: build/release/bin/bench_base (or ./quiesce bench).
 #include <benchmark/benchmark.h>

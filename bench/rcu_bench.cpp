@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // RCU against liburcu (Debian's liburcu-dev: memb and qsbr flavors, fast paths inlined with
 // _LGPL_SOURCE), side by side in one binary:
 //   read-side lock+unlock (1 and 2 reader threads); QSBR quiescent state;

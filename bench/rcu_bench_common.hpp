@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Shared shapes of the RCU benchmarks, so quiesce and liburcu run the very same loops.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // liburcu's memb flavor, fast paths inlined (_LGPL_SOURCE), for bench_rcu.
 #define _LGPL_SOURCE
 #include <benchmark/benchmark.h>

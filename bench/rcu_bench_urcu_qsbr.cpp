@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // liburcu's qsbr flavor, fast paths inlined (_LGPL_SOURCE), for bench_rcu.
 #define _LGPL_SOURCE
 #include <benchmark/benchmark.h>

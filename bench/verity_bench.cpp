@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // fs-verity verification throughput (issue 7's per-worker target): how fast a verification
 // worker checks sequential reads, against one core's plain OpenSSL SHA-256 of 4 KiB buffers
 // (what `openssl speed -evp sha256 -bytes 4096` measures), both measured in this process.

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # quiesce verity digest against fsverity-utils' fsverity digest on one page-cached file:
 # ROUNDS rounds, each timing `fsverity digest`, then ours on both cores, then ours with
 # --single-thread (interleaved, so drift of a noisy machine hits all three alike); prints

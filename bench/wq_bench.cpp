@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Workqueue dispatch against its peers, side by side in one binary:
 //   (a) throughput: 1,000,000 empty items posted from one thread, or from two (500,000
 //       each), until all have run;

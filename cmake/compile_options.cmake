@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Warnings and sanitizers for every target of the project, through one interface target.
 add_library(quiesce_compile_options INTERFACE)
 target_compile_options(quiesce_compile_options INTERFACE -Wall -Wextra -Werror)
@@ -35,4 +36,10 @@ endif()
 add_library(quiesce_glue_options INTERFACE)
 if(QUIESCE_SANITIZE)
   target_compile_options(quiesce_glue_options INTERFACE -O0)
+endif()
+
+# Checked locks (src/base/mutex.hpp): the mutex records its owner and assert_held() aborts
+# when the caller does not hold it - in the sanitizer and debug builds; release keeps it free.
+if(QUIESCE_SANITIZE OR CMAKE_BUILD_TYPE STREQUAL "Debug")
+  target_compile_definitions(quiesce_compile_options INTERFACE QUIESCE_CHECKED_LOCKS)
 endif()

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Install rules: headers, the library, a CMake package (find_package(quiesce)) and a
 # pkg-config file (pkg-config --cflags --libs quiesce).
 include(CMakePackageConfigHelpers)
@@ -33,3 +34,4 @@ install(FILES ${PROJECT_BINARY_DIR}/quiesceConfig.cmake
 file(RELATIVE_PATH QUIESCE_PC_PREFIX_REL "/p/${CMAKE_INSTALL_LIBDIR}/pkgconfig" "/p")
 configure_file(${PROJECT_SOURCE_DIR}/cmake/quiesce.pc.in ${PROJECT_BINARY_DIR}/quiesce.pc @ONLY)
 install(FILES ${PROJECT_BINARY_DIR}/quiesce.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
+install(FILES ${PROJECT_SOURCE_DIR}/LICENSE DESTINATION ${CMAKE_INSTALL_DOCDIR})

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A resumable chunked cleanup on system_wq(): instead of one work-item run that walks a
 // whole table (seed 000's key collector before the fix, which locked up its CPU's
 // workqueue), each run does at most a time budget's worth and re-queues itself, so other

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Periodic work: an item that re-arms itself with mod_delayed() each time it runs, and is
 // torn down with one cancel_sync() - the kernel's "self-rearming delayed work" pattern
 // (e.g. a statistics flush every interval).

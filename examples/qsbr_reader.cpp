@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A QSBR reader loop (liburcu's "qsbr" flavour): readers mark no critical sections at all;
 // each reports a quiescent state between uses - a point where it holds no reference - and
 // goes offline around anything that blocks. A grace period waits until every online

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // An RCU-protected configuration: many threads read the current config without locks; a
 // writer publishes a new one and retires the old, which is deleted only after every reader
 // that could still see it has left its read-side critical section.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // quiesce/budget.hpp - chunked work: bound each execution of a long loop, keep its cursor,
 // and come back for the rest (seed 000: the key collector in chunks of 64).
 //

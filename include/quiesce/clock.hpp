@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // quiesce/clock.hpp - the clocks every timestamp in quiesce comes from.
 //
 // All latency figures are CLOCK_MONOTONIC nanoseconds: cheap (vDSO, no syscall), never

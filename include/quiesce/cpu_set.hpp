@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // quiesce/cpu_set.hpp - a set of CPU numbers, in the kernel's cpulist text format.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // quiesce/cyclic_probe.hpp - a cyclictest-style wake-up latency probe: one thread per CPU,
 // pinned to it, sleeping until absolute deadlines one period apart
 // (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME)) and recording how late each wake-up

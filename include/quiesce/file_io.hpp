@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Files written whole or not at all (base layer): the reports, traces, Merkle trees and
 // fs-verity sidecars that quiesce writes.
 #pragma once

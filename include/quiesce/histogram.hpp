@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // quiesce/histogram.hpp - a log-linear latency histogram (HDR-style).
 //
 // Values are unsigned integers, normally nanoseconds. Values below 64 have exact buckets;

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // quiesce/keys.hpp - an in-memory key store after the kernel's key subsystem
 // (security/keys), with its garbage collector on a quiesce workqueue (seed 000).
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // quiesce/list.hpp - an intrusive doubly-linked list, the kernel's list_head in C++.
 //
 // A node is embedded in the object it links; linking and unlinking are O(1) and never

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // quiesce/log.hpp - the one place quiesce's diagnostics go.
 //
 // Watchdog reports, stall warnings, worker errors and once-only notices all pass through

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // quiesce/rcu.hpp - read-copy-update: the C++26 <rcu> API (P2545R4), plus the QSBR and
 // Tasks flavors, callbacks, polling and statistics.
 //

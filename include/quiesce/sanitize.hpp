@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // quiesce/sanitize.hpp - seed 003's page-sanitizing loop, for a thread registered with the
 // RCU Tasks domain: a Tasks grace period waits for it unless the loop reports quiescent
 // states. (The boot experiment that shows it is in src/experiments, sanitize_boot.hpp.)

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // quiesce/schedstat.hpp - what the scheduler did to a thread: /proc/self/task/TID/schedstat.
 //
 // The three fields are the kernel's sched_info: time on a CPU, time runnable but waiting on

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // quiesce/summary.hpp - count, min, avg, max and population variance of a sample set.
 //
 // Welford's online algorithm (numerically stable in one pass), mergeable with Chan et al.'s

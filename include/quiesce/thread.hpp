@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // quiesce/thread.hpp - named threads, CPU pinning and priority, the way workers need them.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // quiesce/topology.hpp - the CPUs this process may use, and how they are grouped.
 //
 // Read from sysfs (/sys/devices/system/cpu and /sys/devices/system/node), restricted to the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // quiesce/trace.hpp - per-thread event buffers named like the kernel's tracepoints,
 // exported as Chrome trace JSON (open it in https://ui.perfetto.dev or chrome://tracing).
 //

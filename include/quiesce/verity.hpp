@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // quiesce/verity.hpp - fs-verity's Merkle tree, descriptor and file digest, byte-identical
 // to fsverity-utils (`fsverity digest`), for any file on any filesystem (seed 004), and
 // reads verified against a trusted file digest or a built-in signature.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // quiesce/watchdog.hpp - one thread per process that notices what the kernel's watchdogs
 // notice: workqueue pools that make no progress (lockup), work items that hog a CPU,
 // workers that went to sleep while their pool has work, and (with RCU) grace periods

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // quiesce/workqueue.hpp - the Linux kernel's concurrency-managed workqueue (cmwq) for
 // user-space C++.
 //

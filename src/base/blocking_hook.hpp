@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The per-thread hook for voluntary blocking: the user-space form of the kernel's
 // scheduler hook (wq_worker_sleeping / wq_worker_running).
 //

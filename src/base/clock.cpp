@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The clocks: thread CPU time, their measured costs, and stat_ns()'s calibration.
 #include "quiesce/clock.hpp"
 

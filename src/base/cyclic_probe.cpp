@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The cyclictest-style probe: one pinned thread per CPU on absolute 1 ms deadlines.
 #include "quiesce/cyclic_probe.hpp"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Futex wake-ups deferred until the waker releases its lock. Waking a thread that must
 // first take the lock the waker still holds makes it sleep again, on that lock: a second
 // sleep, a second wake-up, two more context switches (the kernel's wake-ups under a

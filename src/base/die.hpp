@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The one way quiesce ends the process on a broken invariant or an operation that cannot
 // fail safely (liburcu's urcu_die, the kernel's BUG()): "quiesce: MESSAGE" on stderr, then
 // abort(). Used where returning - as if a noexcept primitive had succeeded - would be worse

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Futex wait/wake on a std::atomic<uint32_t>, for the runtime's blocking waits.
 //
 // Why not std::atomic::wait: libstdc++'s wait spins with sched_yield() before it sleeps.

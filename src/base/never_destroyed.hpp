@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // never_destroyed<T>: a T constructed in place and never destroyed, for process-lifetime
 // runtime objects that threads may still use while static destructors run at exit (the
 // system workqueues, the RCU domains' state). Not installed.

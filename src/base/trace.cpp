@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "quiesce/trace.hpp"
 
 #include "never_destroyed.hpp"

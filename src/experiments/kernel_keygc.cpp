@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "quiesce/experiments/kernel_keygc.hpp"
 
 #include <fmt/format.h>

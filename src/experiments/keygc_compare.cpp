@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Seed 000's comparison and its renderings (keygc_compare.hpp).
 #include "quiesce/experiments/keygc_compare.hpp"
 

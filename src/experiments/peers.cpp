@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The runtime-vs-peers comparison (peers.hpp): which benchmark answers which row, running
 // the benchmark programs, reading their JSON, and the renderings.
 #include "quiesce/experiments/peers.hpp"

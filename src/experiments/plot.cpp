@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Plots: the data file, the gnuplot script and gnuplot's run (see plot.hpp).
 #include "quiesce/experiments/plot.hpp"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Seed 003's experiment (sanitize_boot.hpp): a sanitizer thread registered with RCU Tasks,
 // a boot sequence whose BPF trampoline attach (register_ftrace_direct ->
 // synchronize_rcu_tasks) waits for a Tasks grace period, the time line sampled meanwhile;

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Per-run figures (spread.hpp).
 #include "quiesce/experiments/spread.hpp"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Seed 000's chunk-size study (sweep.hpp).
 #include "quiesce/experiments/sweep.hpp"
 

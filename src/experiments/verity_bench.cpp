@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Seed 004's experiment and its renderings (verity_bench.hpp).
 #include "quiesce/experiments/verity_bench.hpp"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Seed 004's cold-start experiment through a quiesce verity mount (verity_mount_bench.hpp).
 #include "quiesce/experiments/verity_mount_bench.hpp"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Debian's cyclictest beside the probe (cyclictest.hpp).
 #include "quiesce/host/cyclictest.hpp"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // exit_cleanup (exit_cleanup.hpp): a fixed table of prepared actions and the signal
 // handler that runs them.
 #include "quiesce/host/exit_cleanup.hpp"

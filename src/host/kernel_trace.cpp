@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The kernel's workqueue tracepoints through libtracefs (kernel_trace.hpp).
 #include "quiesce/host/kernel_trace.hpp"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // sysctl_override (sysctl_override.hpp): the old value is restored by an exit_cleanup
 // action, prepared before the new value is written.
 #include "quiesce/host/sysctl_override.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // temp_dir (temp_dir.hpp).
 #include "quiesce/host/temp_dir.hpp"
 

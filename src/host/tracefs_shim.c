@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* libtracefs behind a C interface (tracefs_shim.h). */
 #include "tracefs_shim.h"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* The few libtracefs calls kernel_trace.cpp makes, behind a C interface: tracefs.h is a C
  * header whose inline functions do not compile as C++ (an int passed as an enum), so it is
  * included only by tracefs_shim.c. Each function is the libtracefs one of the same name

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The key garbage collector (kernel: security/keys/gc.c, with the v9 chunking patch):
 // one work item that runs a pass in executions bounded by the mode's budget.
 #include <algorithm>

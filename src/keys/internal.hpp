@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Internal structures of the key store (src/keys). Not installed.
 // Locks: serial_lock (the tree, key types, each key's type pointer) -> keyring_lock of one
 // keyring. The collector's state is touched only by its work item (non-reentrant).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The key store: keys, keyrings, types, references, and the operations on them.
 #include <fmt/format.h>
 

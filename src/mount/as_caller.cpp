@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Running one operation as the request's caller (fs.hpp: as_caller): this thread's
 // filesystem uid and gid, its supplementary groups and its capabilities - each switched
 // with the raw system call, which changes the calling thread alone (glibc's setgroups

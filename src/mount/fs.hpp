@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The state of the FUSE filesystem behind `quiesce verity mount` (internal to src/mount):
 // source inodes (identity), the nodes the kernel knows (an identity shown in one verity
 // state), open handles, and running an operation as the request's caller.

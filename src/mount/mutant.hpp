@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Mount mutants (tests/mutants): the mount built with one deliberate defect, to show that
 // the mount suites (tests/cli/verity_mount*_test.cpp) catch it. Each is false in every real
 // build. Not installed.

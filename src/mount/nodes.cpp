@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The node table of `quiesce verity mount` (fs.hpp): resolving a name once, deciding the
 // verity state of what it names, and remembering the node the kernel will refer to.
 #include <fcntl.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The file operations of `quiesce verity mount` (fs.hpp): opens that follow the inode's
 // verity (never writable once it is a verity file, nor while it is being enabled), verified
 // reads answered from the verification queue, and plain reads and writes.

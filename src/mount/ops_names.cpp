@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The namespace operations of `quiesce verity mount` (fs.hpp): lookup, attributes, links,
 // directories, renames and extended attributes - each relative to a held descriptor, as the
 // caller, with a verity file's sidecar kept beside every name of it.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The fs-verity ioctls of `quiesce verity mount` (fs.hpp), with the kernel's rules and
 // errno values (fs/verity/enable.c, measure.c): FS_IOC_ENABLE_VERITY, FS_IOC_MEASURE_VERITY,
 // FS_IOC_GETFLAGS; FS_IOC_READ_VERITY_METADATA is refused.

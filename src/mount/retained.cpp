@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The verified_files kept for inodes with no handle open (retained.hpp).
 #include "retained.hpp"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The verified_files `quiesce verity mount` keeps for inodes that have no handle open
 // (internal to src/mount), so that a re-open does not read and allocate the inode's tree
 // again: a warm re-read through the mount costs the open's round trip, not a tree read

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The session of `quiesce verity mount` (verity_fs.hpp): options, mounting, serving,
 // unmounting and the teardown order; the operations table.
 #include <fcntl.h>

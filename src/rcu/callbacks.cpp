@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Callbacks: rcu_retire / rcu_call / retire queue on the domain's callback thread, which
 // takes everything queued, waits one grace period for the batch, then runs it in order;
 // the thread's start (at load) and its part in fork (a pause point between callbacks).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The three RCU domains: their objects, reader registration (in thread-local storage) and
 // unregistration at thread exit, online/offline and quiescent-state reports.
 #include <linux/membarrier.h>

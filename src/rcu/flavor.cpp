@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The three flavours' table (rcu_flavor, internal.hpp): what differs between the default
 // (memb), QSBR and Tasks domains - the reader-word encoding, the shared counter, the wake-up
 // word, the calling thread's registration storage, and the few policy switches. Everything

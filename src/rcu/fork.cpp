@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // fork() without exec: RCU works in the child (liburcu's urcu_*_before_fork,
 // after_fork_parent and after_fork_child, and call_rcu_after_fork_child).
 //

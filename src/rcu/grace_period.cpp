@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Grace periods: rcu_synchronize, shared between concurrent callers, spinning briefly
 // before blocking; and the polling cookies.
 #include <fmt/format.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Internal state of the RCU domains (src/rcu). Not installed.
 //
 // Each domain has: a registry of reader threads (entries in the threads' own thread-local

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The RCU stall detector, run by the watchdog while a grace period is in progress:
 // informational reports of old Tasks grace periods, stall reports naming the holdout
 // threads, and hung waiters - in the kernel's words.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Salted block hashing, shared by the tree builder and the verifier: one block with
 // libcrypto, or many at once - SHA-256 through the multi-buffer kernels (sha256_mb.hpp)
 // when the start-up calibration found one faster than libcrypto - and the test seam that

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Merkle trees, descriptors and file digests (byte-identical to fsverity-utils), built from
 // memory or streamed from a file, level 0 optionally in parallel on a workqueue.
 #include <fmt/format.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Where each level of a file's Merkle tree lives in the tree bytes, from the data size and
 // the parameters alone - the layout the tree builder writes and the verifier expects
 // (../shared/reference: levels stored root-most first, each padded to whole blocks).

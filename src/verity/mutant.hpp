@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Deliberately broken builds of quiesce::verity (tests/mutants). Each mutant removes one of
 // fs-verity's guarantees; the verity test suite must fail on every one. Only the mutant
 // builds define these macros. Not installed.

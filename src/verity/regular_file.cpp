@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Opening untrusted input files: regular files on real filesystems only, never blocking.
 #include "regular_file.hpp"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Opening untrusted input files - fs-verity data files and sidecars - so that hostile ones
 // cost bounded work: regular files on real filesystems only, opened without blocking, read
 // by exact sizes. Not installed.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // SHA-256 of eight messages at once, one per 32-bit lane of an AVX2 register. Compiled
 // with -mavx2; called only on CPUs (and kernels) that support AVX2 (sha256_mb.cpp).
 #include <immintrin.h>

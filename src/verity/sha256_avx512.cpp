@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // SHA-256 of sixteen messages at once, one per 32-bit lane of an AVX-512 register, with
 // its rotate and three-input logic instructions. Compiled with -mavx512f -mavx512bw;
 // called only on CPUs (and kernels) that support both (sha256_mb.cpp).

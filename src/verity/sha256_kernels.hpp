@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The multi-buffer SHA-256 kernels' common interface: one job hashes `lanes` messages of
 // the same length at once. Not installed.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Multi-buffer SHA-256: which kernels this CPU runs, the start-up calibration that picks
 // one, and the batching of N messages into the kernels' calls.
 #include "sha256_mb.hpp"

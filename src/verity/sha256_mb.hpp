@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Multi-buffer SHA-256: N messages of one length hashed in one call by the fastest kernel
 // this CPU runs - SHA-NI one, two or four messages interleaved, AVX2 eight lanes,
 // AVX-512 sixteen lanes, or the portable one - chosen at first use by CPUID and a short

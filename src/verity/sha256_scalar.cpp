@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The portable SHA-256 compression function (FIPS 180-4) and the one-lane scalar kernel:
 // the reference the SIMD kernels are tested against, and what prefixes are hashed with.
 #include "sha256_kernels.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // SHA-256 with the SHA extensions (SHA-NI): one message, and two or four messages
 // interleaved. sha256rnds2 takes several cycles to produce its result but a new one can
 // start every cycle or two, so independent messages fill the gaps one message leaves.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The SIMD multi-buffer SHA-256 kernel: one message per 32-bit lane of a vector register
 // (8 with AVX2, 16 with AVX-512), all 64 rounds computed for every lane at once. Included
 // only by the kernel files, each compiled for its instruction set with its own vector

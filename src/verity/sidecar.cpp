@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The sidecar (FILE.verity): the descriptor with its sig_size, the built-in signature, then
 // the Merkle tree. The descriptor is checked before anything else is read.
 #include "sidecar.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The sidecar file (FILE.verity) - [descriptor][signature][tree] - written and read back.
 // Reading checks the descriptor before anything else is read, and reads exactly the sizes
 // it implies. Not installed.

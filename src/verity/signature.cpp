@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Trust: expected digests, trusted certificates, and the check of fs-verity built-in
 // signatures with libcrypto (kernel: fs/verity/signature.c, verify_pkcs7_signature against
 // the ".fs-verity" keyring - the signer's certificate must be one of the trusted ones).

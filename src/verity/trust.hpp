@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Deciding whether an fs-verity file is trusted: the expected digest and the built-in
 // signature (PKCS#7 over the fsverity_formatted_digest, checked with libcrypto against the
 // trusted certificates, as the kernel's fs/verity/signature.c checks it against its

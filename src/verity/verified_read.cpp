@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Verified reads (kernel: fs/verity/verify.c, fsverity_enqueue_verify_work): the reader
 // thread reads the blocks, a worker of the verification workqueue checks them against the
 // Merkle tree, then the read completes. Also enable(), which writes the sidecar they read.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Waiting for work instances to finish (flush, cancel_sync, drain) without polling.
 //
 // Finishing or cancelling an instance changes atomics that waiters' predicates read, then

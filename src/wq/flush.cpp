@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The end of an instance and waiting for it: instance accounting, taking a pending item
 // back (cancel), work::flush, cancel_sync, workqueue::flush (flush colors) and drain.
 #include <fmt/format.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // instance_count::zero(): the two-pass read (instance_count.hpp).
 #include "instance_count.hpp"
 

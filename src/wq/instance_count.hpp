@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The number of instances of a workqueue that exist (armed, queued, in transit or
 // running), counted without a cache line that every CPU writes.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Internal structures of the workqueue runtime (src/wq), and the module's one protection
 // legend. Not installed.
 //

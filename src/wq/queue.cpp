@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Queueing: the pending bit and disabling (cancel_sync in progress), refusals (draining,
 // exit), non-reentrancy across pools, flush-color assignment and max_active activation.
 #include <fmt/format.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The pool registry - every worker pool of the process - and process exit.
 //
 // Pools are process-lifetime objects that are never destroyed: workers, the timer and the

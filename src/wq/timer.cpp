@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Delayed work: the one timer of the process, a thread that queues delayed items when they
 // are due. Never destroyed (workers may arm it while static destructors run at exit); its
 // thread ends with the process.
@@ -72,19 +73,19 @@ class timer {
     detail::unique_lock guard(lock_);
     for (;;) {
       if (armed_.empty()) {
-        cv_.wait(guard.native());
+        guard.wait(cv_);
         continue;
       }
       const auto first = armed_.begin();
       const std::uint64_t deadline = first->first.first;
       if (deadline == never_ns) {  // nothing will ever be due: sleep until something is armed
-        cv_.wait(guard.native());
+        guard.wait(cv_);
         continue;
       }
       if (deadline > now_ns()) {
         const std::chrono::steady_clock::time_point until{
             std::chrono::nanoseconds(static_cast<std::int64_t>(deadline))};
-        cv_.wait_until(guard.native(), until);
+        guard.wait_until(cv_, until);
         continue;  // re-check: spurious wake, an earlier item, or due now
       }
       work& item = *first->second;

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Work items: naming, the pending query, and destruction (the debugobjects check).
 #include <cxxabi.h>
 #include <dlfcn.h>

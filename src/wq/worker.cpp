@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Workers and concurrency management: the kernel's worker_thread(), process_one_work(),
 // the idle list and culling, and the scheduler hook (wq_worker_sleeping) in its user-space
 // form - a voluntary block (may_block, and every wait inside quiesce) on a worker stops it

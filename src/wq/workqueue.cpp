@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Workqueues: a queue's presence in the pools (pwqs, max_active domains), its stats, and
 // the system queues.
 #include "quiesce/workqueue.hpp"

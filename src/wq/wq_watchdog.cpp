@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The workqueue's checks on the watchdog thread: lockups, CPU hogs, sleeping workers, and
 // reports of failed worker creation. A check looks at a pool under its lock and collects
 // what it has to say; it logs only after releasing the lock (a log sink may queue work).

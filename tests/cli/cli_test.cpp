@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The CLI as a user runs it: exit codes (0 ok, 1 failed, 2 bad usage), one clear line on
 // stderr, and fsverity-identical output.
 #include <fcntl.h>

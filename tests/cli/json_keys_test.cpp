@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The experiments' JSON after the move to typed results: every key scripts read before is
 // still there with its type (results.json and `--json` are read by scripts), and the
 // headline figures agree with the numbers beside them.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `quiesce keygc --kernel` against the host kernel's keyring: the quota check creates
 // nothing, everything created is removed (also after SIGINT), gc_delay comes back. These
 // tests change kernel state, so CTest runs them under one RESOURCE_LOCK. Where the

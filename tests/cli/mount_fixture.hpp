@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A `quiesce verity mount` daemon for a test: SOURCE and MOUNTPOINT in a fresh directory,
 // the daemon in the foreground as a child (its log kept), stopped and unmounted at the end.
 // The CLI is QUIESCE_CLI, or $QUIESCE_MOUNT_CLI where set (the mount mutants, and an older

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Plots: the writer's refusals (unit), and each experiment command's --plot DIR as a user
 // runs it: valid PNGs drawn from data files that hold exactly the numbers the command's
 // JSON reports, and the report's links to them.

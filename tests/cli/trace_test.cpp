@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What an experiment's --trace FILE carries beyond its structure (cli_test.cpp checks that):
 // the pool and CPU of every execution, the work-item probe's wait as a counter track, and
 // the watchdog's reports as instant events on the timeline.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The threat model of `quiesce verity mount` (src/mount/include/quiesce/mount/verity_fs.hpp),
 // attack by attack: a root daemon with allow_other, and an unprivileged user (nobody) who
 // owns a directory inside SOURCE and changes it while it is mounted. Each case is an attack

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `quiesce verity mount` is a whole filesystem: the same operations run on a plain
 // directory and through a mount of an identical one, results and errno compared one by one
 // (the source filesystem is the oracle, as pjdfstest's expectations are), then both trees

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // quiesce verity mount through the kernel: unmodified fsverity-utils (measure, enable,
 // sign), lsattr and plain reads on a real FUSE mount. Root with /dev/fuse (as on these
 // machines); skipped with the reason otherwise. Every wait is on a condition.

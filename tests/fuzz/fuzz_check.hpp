@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A property check for fuzz targets: prints what failed and aborts (libFuzzer saves the
 // input as a crash; the replay test fails).
 #pragma once

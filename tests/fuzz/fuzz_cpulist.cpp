@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // cpu_set::parse (the kernel's cpulist format, read from sysfs and from users): either
 // std::invalid_argument, or a set whose to_string() parses back to the same set.
 #include <cstdint>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // verity::from_hex (the --salt argument): either std::invalid_argument, or bytes whose
 // to_hex() is the input in lower case.
 #include <cctype>

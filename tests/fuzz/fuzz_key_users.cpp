@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // parse_key_users (/proc/key-users, for keygc --kernel's quota check): either
 // std::runtime_error for a malformed line of the uid, or a quota; never a crash.
 #include <cstdint>

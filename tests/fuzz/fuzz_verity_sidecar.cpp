@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // verified_file against hostile sidecars (FILE.verity is untrusted input), under every
 // trust policy. The input is
 //   [u8 mode][u8 params][u16 little-endian data length][data][rest]

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Runs a fuzz target over saved inputs, without libFuzzer: every file named on the command
 // line (directories: every file in them, sorted), once each. CTest runs it over the seed
 // corpus in every preset (so the corpus runs under ASan/UBSan and TSan too); a crash or a

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # killed.sh SECONDS PROGRAM ARGS... - runs the test suite built against a mutant. Exits 0
 # (the mutant is killed) if the suite fails in any way - a failing test, an abort, a crash,
 # or no answer within SECONDS - and 1 (the mutant survived: a guarantee no test checks) if

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // rcutorture for quiesce's RCU domains (after kernel/rcu/rcutorture.c).
 //
 // A writer publishes elements from a pool; each removed element's pipe_count is advanced

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The torture test against a deliberately broken RCU must FAIL for every domain: proof
 // that the checker catches the bug it guards against. Linked against two broken builds:
 // QUIESCE_RCU_BROKEN_FOR_TESTS (grace periods do not wait for readers) and

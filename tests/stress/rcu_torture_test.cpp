@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // rcutorture on each domain: short in the normal suites; QUIESCE_TORTURE_SECONDS=N for a
 // long run (./quiesce bench runs one), which must also reach QUIESCE_TORTURE_MIN_GPS grace
 // periods per domain when that is set.

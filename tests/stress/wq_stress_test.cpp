@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Stress: threads - and the items themselves, from their own functions - queue, re-arm,
 // cancel, flush and re-queue random items at random. Checked:
 //  - every new instance (queue* true, mod_delayed false) ends exactly once: it runs, or a

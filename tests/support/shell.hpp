@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Test helpers for programs and files: run a shell command line and keep what it printed,
 // read a whole file, tell whether a directory is a mount point.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The test programs' main(): GoogleTest's, plus a per-test deadline. A test that does not
 // finish within the deadline - a blocking wait in the runtime that never returns, which no
 // condition wait in the test can time out - ends the process with a message naming it,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Test helpers: wait for conditions, never for time. Every wait has a generous deadline
 // (60 s) after which the test fails loudly instead of hanging.
 #pragma once

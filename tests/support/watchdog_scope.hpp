@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Test helper: sets a watchdog configuration for a scope and restores the previous one,
 // also when an ASSERT leaves the test early.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // quiesce bench peers - the runtime against the libraries a user would pick instead
 // (quiesce/experiments/peers.hpp): the ratio table, and how quiesce's cost grows with work.
 #include <fmt/format.h>

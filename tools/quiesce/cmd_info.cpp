@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // quiesce info - what this machine is and can do (topology, clock costs, schedstat,
 // priority), as every experiment's results depend on it.
 #include <fmt/format.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // quiesce keygc - keygcbench for quiesce (seed 000): the key collector's execution times
 // and the latency it inflicts on its CPU's pool, monolithic vs chunked vs budget.
 #include <fmt/format.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // quiesce report - runs every registered experiment and writes DIR/report.md and
 // DIR/results.json. Experiments register themselves (registry.hpp); a seed whose
 // experiment is not built yet is listed as such, with the seed's published numbers only.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // quiesce sanitize - seed 003: a page-sanitizing loop on a Tasks-registered thread, and the
 // boot whose trampoline attach waits for an RCU Tasks grace period.
 #include <fmt/format.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // quiesce sweep keygc - the seed's chunk-size study (quiesce/experiments/sweep.hpp): flags
 // and printing.
 #include <fmt/format.h>

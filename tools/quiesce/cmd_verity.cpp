@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // quiesce verity - fs-verity for any file (seed 004). `verity digest` prints what
 // `fsverity digest` prints, byte for byte; level 0 is hashed in parallel on a workqueue.
 #include <fmt/format.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // getopt_long's abbreviations (long_options.hpp).
 #include "long_options.hpp"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // getopt_long's abbreviations for the CLI (scripts written for fsverity-utils say
 // `--hash=sha512`): CLI11 takes long options only in full.
 #pragma once

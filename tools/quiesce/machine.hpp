@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What this machine is and can do, as measured now: the context every result needs.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // quiesce - the command-line tool. Every subcommand lives in its own cmd_*.cpp and
 // registers itself (registry.hpp); main only parses and reports errors.
 //

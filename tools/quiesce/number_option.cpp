@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Strict numeric options (number_option.hpp).
 #include "number_option.hpp"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Numeric command-line options, parsed strictly. CLI11 2.1 reads "-5" into an unsigned
 // as a huge number and "99999999999999999999" as something else again; these options take
 // the value as typed and accept only a whole decimal number (or, for floating-point

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `--plot DIR` (plot_option.hpp).
 #include "plot_option.hpp"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `--plot DIR` for an experiment command: its plots (quiesce/experiments/plot.hpp) written
 // into DIR as PNG, with the data file and gnuplot script beside each.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // progress_line (progress.hpp).
 #include "progress.hpp"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A progress line for long runs (report, sweep, keygc --compare, verity bench): on stderr,
 // redrawn in place - "quiesce sweep keygc: chunk 64 (3/11) 27% ~41 s left" - and only when
 // stderr is a terminal and the command is not printing JSON. Anywhere else (CI, pipes,

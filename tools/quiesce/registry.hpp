@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The CLI's two registries: subcommands (each file adds its own) and experiments (the
 // seed reproductions that `quiesce report` runs). Registration happens during static
 // initialisation through the registrar objects below; nothing here is thread-safe or

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The three seed patches: what each fixed and the numbers its authors published, so every
 // report shows ours beside theirs.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // trace_session (trace_session.hpp).
 #include "trace_session.hpp"
 

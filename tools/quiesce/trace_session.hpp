@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `--trace FILE` for an experiment command: tracing on for the command's run, then the
 // events written as Chrome trace JSON (quiesce/trace.hpp; open in https://ui.perfetto.dev).
 // With an empty path it does nothing.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A program built against an installed quiesce: exits 0 only if the library works.
 #include <quiesce/cpu_set.hpp>
 #include <quiesce/histogram.hpp>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The cyclictest-style probe: a CPU held by a SCHED_FIFO busy loop of known length shows
 // up as at least that lateness on the probe of that CPU.
 #include "quiesce/cyclic_probe.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The test programs' per-test deadline (tests/support/test_main.cpp): a test that hangs
 // ends its process with a message naming it. Checked on this very program, re-run in a
 // child with a one-second deadline and a test that never returns.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // exit_cleanup: the undo actions run on a fatal signal, and the process still dies of it.
 // Each scenario runs in a child process (this program again, running the scenario's
 // DISABLED_ test) that the signal kills; the parent checks what is left behind.

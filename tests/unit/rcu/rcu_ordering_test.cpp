@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // RCU's memory ordering at the updater: a cookie (rcu_get_cookie) taken after a removal
 // must name a grace period that starts after the removal is visible - the kernel's
 // get_state_synchronize_rcu() starts with smp_mb() for this. Without the fence, x86 lets

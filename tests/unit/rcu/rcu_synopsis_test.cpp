@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The public surface against the C++26 draft's <rcu> synopsis ([rcu.syn],
 // [saferecl.rcu.base], [saferecl.rcu.domain.general], [saferecl.rcu.domain.func]) (issue
 // 13, item 8): code written against a standard <rcu> must compile, and behave, the same

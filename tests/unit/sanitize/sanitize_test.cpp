@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "quiesce/sanitize.hpp"
 #include "quiesce/experiments/sanitize_boot.hpp"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // verified_file::read_async: the completion runs once, on the verification queue's worker,
 // with exactly the bytes read() returns - or EIO naming the block - and a read that
 // cannot start completes before read_async returns. Waits are on conditions.

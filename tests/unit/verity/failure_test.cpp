@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Failing closed and never hanging: a libcrypto call that fails (injected through the
 // hasher's test seam), a verification item that throws, a verification queue that refuses
 // the work, a reader on its own one-at-a-time queue, and tree builds through a draining

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Hostile files: FIFOs, devices, /proc files, huge sparse sidecars, and descriptors whose
 // padding, reserved bytes or sig_size are wrong. Each is refused at open, without blocking
 // and without reading more than the descriptor.

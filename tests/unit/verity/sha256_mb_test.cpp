@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Multi-buffer SHA-256: every kernel this CPU runs gives OpenSSL's digest for every
 // message length a Merkle tree uses (64 B .. 64 KiB blocks, with and without salt), for
 // any number of messages (full calls and the rest), at any alignment; kernels the CPU

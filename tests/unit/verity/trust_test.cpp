@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The root of trust: a pinned file digest, and fs-verity built-in signatures made by
 // fsverity-utils (`fsverity sign`, the interoperability oracle) checked against trusted
 // certificates. Keys and certificates are made at test time with the openssl command.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // fs-verity digests against the oracle, fsverity-utils' `fsverity digest` (Debian package
 // fsverity, installed by ./quiesce), on generated files.
 #include "quiesce/verity.hpp"

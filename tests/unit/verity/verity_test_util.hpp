@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Helpers shared by the verity test files: a scratch directory, files of known bytes, a
 // pinned-digest policy, and the errno of a throwing expression.
 #pragma once

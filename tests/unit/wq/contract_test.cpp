@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Regression tests for the workqueue contract: cancel_sync's "disable" window, drain and
 // flush races, quiesce's own waits acting as may_block, call-outs without runtime locks,
 // saturated deadlines, draining queues and delayed work, exception safety of call-outs,

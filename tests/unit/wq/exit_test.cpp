@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Process exit with work in flight: each scenario of wq_exit_child must exit with status 0
 // within 30 s (and, in builds without sanitizers, also under valgrind without errors).
 // A child that does not exit in time is killed (SIGKILL) and the test fails.

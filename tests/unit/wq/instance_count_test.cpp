@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The per-CPU instance count that drain() reads (src/wq/instance_count.hpp): its zero test
 // must never report "nothing exists" while an instance does - also when an instance is
 // created on a CPU whose slot was already read while the one that created it ends on a

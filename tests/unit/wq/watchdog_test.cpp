@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The watchdog with millisecond thresholds: hog reports, sleep detection and lockups.
 #include "quiesce/watchdog.hpp"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // wq_exit_child SCENARIO: sets up work that is still queued, running, re-queueing itself or
 // armed on the timer, then returns from main(). The process must exit with status 0, soon,
 // and cleanly (no sanitizer or valgrind error): at exit queueing is refused, queued and

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Seed 000 on the host kernel: the kernel's own key_garbage_collector (this kernel has no
 // chunking patch) reclaiming a population of user keys, measured with the same ruler as
 // quiesce's collectors (keygc_experiment.hpp): the cyclictest-style probe per CPU and the

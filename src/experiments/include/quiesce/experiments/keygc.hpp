@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // keygcbench for quiesce: the experiment behind `quiesce keygc`, `quiesce sweep keygc` and
 // the report's seed-000 section.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Seed 000's before/after: quiesce's baseline collector (monolithic) against the patched
 // one (chunked), optionally with a third quiesce collector (budget) and beside the host
 // kernel's collector, as one typed result; the

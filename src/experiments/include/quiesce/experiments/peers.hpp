@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The runtime-vs-peers comparison (`quiesce bench peers`, and the report's section): runs
 // the Google Benchmark programs built beside the CLI (bench_wq against oneTBB, Boost.Asio
 // and a mutex+condvar pool; bench_rcu against liburcu memb and qsbr; bench_verity's SHA-256

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Plots of the experiments' results: each written as NAME.png by gnuplot, from NAME.dat (the
 // data, one block per series, exactly the numbers the result holds) and NAME.gp (the
 // script), all three kept beside each other so a reader can re-draw or check a plot.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Seed 003's experiment: the page sanitizer (quiesce/sanitize.hpp) on a thread registered
 // with RCU Tasks, and meanwhile a boot whose trampoline attach (register_ftrace_direct ->
 // synchronize_rcu_tasks) waits for a Tasks grace period - with cond_resched() (the bug)

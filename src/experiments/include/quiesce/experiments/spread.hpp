@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A figure measured once per run: its median and range over the runs, which every "Ours:"
 // sentence quotes instead of one run's value.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Seed 000's chunk-size study (`quiesce sweep keygc`): every chunk size measured in runs of
 // its own, the variance and total task time per size, and the size the seed's fitness
 // function picks - only where the runs can tell the sizes apart.

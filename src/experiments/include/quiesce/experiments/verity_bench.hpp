@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Seed 004's experiment (`quiesce verity bench`): reader threads read a file through
 // fs-verity's verified path while its verification runs on the patch's queue
 // (fsverity_read_queue: per-CPU, highpri, max_active = CPUs) or the one before it

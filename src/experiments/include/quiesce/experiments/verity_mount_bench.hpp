@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Seed 004 through the kernel (`quiesce verity bench --mount`): an "app cold start" on a
 // quiesce verity mount. Each start drops the page cache (root), then several processes
 // each open and read the app's files through the mount - half of them whole and in

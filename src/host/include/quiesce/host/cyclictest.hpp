@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Debian's cyclictest (rt-tests), the field's ruler for wake-up latency, run beside
 // quiesce's cyclic_probe: one measuring thread pinned to a CPU, the same priority and
 // 1 ms interval, for as long as a phase lasts.

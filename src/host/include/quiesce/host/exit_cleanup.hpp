@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Undo actions that run on every way out of a command: when their owner is destroyed
 // (normal return, an exception), and on SIGINT, SIGTERM, SIGHUP and SIGQUIT, whose handler
 // runs every pending action (newest first) and then lets the process die of the signal as

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // One kernel workqueue function's executions, from the kernel's own tracepoints
 // (workqueue:workqueue_execute_start/end), read through libtracefs: how long each run of,
 // say, key_garbage_collector took and on which CPU - keygcbench's metric for the host

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The host kernel's keyring, as `quiesce keygc --kernel` uses it (libkeyutils): the quota
 // the kernel keeps per user (/proc/key-users), the check that a population fits it, and a
 // population of `user` keys in a private keyring of the process that removes itself.

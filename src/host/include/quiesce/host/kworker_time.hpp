@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // CPU time of the kernel's per-CPU workqueue workers (threads named "kworker/<cpu>:<id>"),
 // per CPU, from /proc/<pid>/schedstat (nanoseconds). Sampled before and after a phase, the
 // CPU whose kworkers gained the most ran the work: how `quiesce keygc --kernel` finds the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A /proc/sys setting changed for the duration of a run, restored on every way out: the
 // destructor (normal return, exceptions), and SIGINT, SIGTERM, SIGHUP and SIGQUIT, whose
 // handler writes the old value back and then dies of the signal as it would have

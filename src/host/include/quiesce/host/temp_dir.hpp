@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A private temporary directory for a command's files (the verity bench's data file and
 // its sidecar), removed on every way out: the destructor, and the signals exit_cleanup
 // handles (there, the files directly in it and the directory itself).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // quiesce verity mount: fs-verity for any filesystem, through the kernel's FUSE driver.
 // SOURCE is shown at MOUNTPOINT (libfuse3, low-level API) as a whole filesystem - lookup,
 // getattr/setattr (chmod, chown, truncate, utimens), readlink, mknod/mkfifo, mkdir, rmdir,
