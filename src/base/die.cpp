@@ -20,8 +20,9 @@ void die(const char* format, ...) noexcept {
   va_start(args, format);
   const int len = std::vsnprintf(buf + n, sizeof buf - n - 1, format, args);
   va_end(args);
-  if (len > 0) n += static_cast<std::size_t>(len) < sizeof buf - n - 1 ? static_cast<std::size_t>(len)
-                                                                        : sizeof buf - n - 2;
+  if (len > 0)
+    n += static_cast<std::size_t>(len) < sizeof buf - n - 1 ? static_cast<std::size_t>(len)
+                                                            : sizeof buf - n - 2;
   buf[n++] = '\n';
   for (std::size_t at = 0; at < n;) {
     const ssize_t w = ::write(STDERR_FILENO, buf + at, n - at);

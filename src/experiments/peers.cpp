@@ -410,12 +410,12 @@ peers_result run_peers(const peers_options& options) {
   std::map<std::string, runs> by_program;
   fmt::print(stderr, "quiesce bench peers: running bench_wq ({} repetitions)...\n",
              options.repetitions);
-  by_program["bench_wq"] = run_benchmark(dir, "bench_wq", wq_filter, options.repetitions,
-                                           options.min_time_s);
+  by_program["bench_wq"] =
+      run_benchmark(dir, "bench_wq", wq_filter, options.repetitions, options.min_time_s);
   fmt::print(stderr, "quiesce bench peers: running bench_rcu ({} repetitions)...\n",
              options.repetitions);
-  by_program["bench_rcu"] = run_benchmark(dir, "bench_rcu", ".", options.repetitions,
-                                            options.min_time_s);
+  by_program["bench_rcu"] =
+      run_benchmark(dir, "bench_rcu", ".", options.repetitions, options.min_time_s);
 
   peers_result result;
   result.repetitions = options.repetitions;

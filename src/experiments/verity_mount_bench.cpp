@@ -143,7 +143,9 @@ enum class side { unbound, bound, plain };
 
 // The name of a file's copy without a sidecar, beside it in SOURCE (one directory: the
 // exit cleanup removes a directory and the files directly in it).
-std::string plain_name(const std::string& name) { return "plain-" + name; }
+std::string plain_name(const std::string& name) {
+  return "plain-" + name;
+}
 
 // A mount of `src` on `mnt` verifying on the per-CPU queue or the unbound one, served by a
 // thread of its own until this goes (unmounted on every way out, a signal included, before
@@ -265,8 +267,7 @@ void add_run(verity_mount_side& s, const run_figures& r) {
 
 // `size` pseudo-random bytes from `x` into a new file at `path`, and the same bytes into
 // `copy`.
-void write_random(const fs::path& path, const fs::path& copy, std::size_t size,
-                  std::uint64_t& x) {
+void write_random(const fs::path& path, const fs::path& copy, std::size_t size, std::uint64_t& x) {
   std::ofstream out(path, std::ios::binary), out_copy(copy, std::ios::binary);
   std::vector<std::uint64_t> chunk(1 << 17);  // 1 MiB
   for (std::size_t done = 0; done < size;) {
@@ -311,8 +312,7 @@ double verity_mount_seq::cold_vs_fuse() const {
 }
 
 double verity_mount_seq::warm_vs_direct() const {
-  return verified.warm_ms.median() > 0 ? direct.warm_ms.median() / verified.warm_ms.median()
-                                       : 0;
+  return verified.warm_ms.median() > 0 ? direct.warm_ms.median() / verified.warm_ms.median() : 0;
 }
 
 nlohmann::json seq_read_side::to_json() const {
@@ -349,12 +349,17 @@ nlohmann::json verity_mount_side::to_json() const {
 }
 
 nlohmann::json verity_mount_bench_result::to_json() const {
-  return {{"app_mib", config.app_mib}, {"files", files},
-          {"apps", config.apps},       {"load_threads", config.load},
-          {"runs", config.runs},       {"caches_dropped", caches_dropped},
+  return {{"app_mib", config.app_mib},
+          {"files", files},
+          {"apps", config.apps},
+          {"load_threads", config.load},
+          {"runs", config.runs},
+          {"caches_dropped", caches_dropped},
           {"read_ahead_kb", config.read_ahead_kb},
-          {"bound", bound.to_json()},  {"unbound", unbound.to_json()},
-          {"plain", plain.to_json()},  {"sequential", seq ? seq->to_json() : nlohmann::json()}};
+          {"bound", bound.to_json()},
+          {"unbound", unbound.to_json()},
+          {"plain", plain.to_json()},
+          {"sequential", seq ? seq->to_json() : nlohmann::json()}};
 }
 
 std::string verity_mount_bench_result::markdown() const {
@@ -371,8 +376,9 @@ std::string verity_mount_bench_result::markdown() const {
                        fmt::format(fmt::runtime(f), s.min()),
                        fmt::format(fmt::runtime(f), s.max()));
   };
-  md += "| | unbound (before) | per-CPU highpri (the patch) | no sidecars (FUSE alone) |\n"
-        "|---|---|---|---|\n";
+  md +=
+      "| | unbound (before) | per-CPU highpri (the patch) | no sidecars (FUSE alone) |\n"
+      "|---|---|---|---|\n";
   md += fmt::format("| verification workers' time runnable, ms | {} | {} | - |\n",
                     cell(unbound.run_delay_ms, "{:.2f}"), cell(bound.run_delay_ms, "{:.2f}"));
   md += fmt::format("| cold start (slowest app), ms | {} | {} | {} |\n",
@@ -407,10 +413,11 @@ std::string verity_mount_bench_result::markdown() const {
     md += fmt::format("| warm | {} | {} | {} | {:.2f}x direct (goal >= 0.95x) |\n",
                       cell(seq->direct.warm_ms, "{:.0f}"), cell(seq->fuse.warm_ms, "{:.0f}"),
                       cell(seq->verified.warm_ms, "{:.0f}"), seq->warm_vs_direct());
-    md += fmt::format("| cold, CPU time (all threads) | {} | {} | {} | +{:.0f} ms to verify |\n",
-                      cell(seq->direct.cold_cpu_ms, "{:.0f}"), cell(seq->fuse.cold_cpu_ms, "{:.0f}"),
-                      cell(seq->verified.cold_cpu_ms, "{:.0f}"),
-                      seq->verified.cold_cpu_ms.median() - seq->fuse.cold_cpu_ms.median());
+    md +=
+        fmt::format("| cold, CPU time (all threads) | {} | {} | {} | +{:.0f} ms to verify |\n",
+                    cell(seq->direct.cold_cpu_ms, "{:.0f}"), cell(seq->fuse.cold_cpu_ms, "{:.0f}"),
+                    cell(seq->verified.cold_cpu_ms, "{:.0f}"),
+                    seq->verified.cold_cpu_ms.median() - seq->fuse.cold_cpu_ms.median());
   }
   return md;
 }
@@ -480,7 +487,8 @@ verity_mount_bench_result run_verity_mount_bench(
   for (int run = 0; run < o.runs; ++run) {
     if (step) step(fmt::format("run {}: sequential reads", run + 1));
     for (const auto& [way, path] : ways) {
-      if (r.caches_dropped && !drop_caches()) throw std::runtime_error("cannot drop the page cache");
+      if (r.caches_dropped && !drop_caches())
+        throw std::runtime_error("cannot drop the page cache");
       const double cpu0 = process_cpu_ms();
       way->cold_ms.runs.push_back(read_whole_ms(path, buf));
       way->cold_cpu_ms.runs.push_back(process_cpu_ms() - cpu0);

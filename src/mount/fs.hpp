@@ -162,9 +162,9 @@ struct filesystem {
 
   // The mount's readahead window (verity_mount_options::read_ahead_kb), written to its
   // bdi by the first request after INIT (before, the kernel's INIT would lower it again).
-  std::string read_ahead_file;               // I: the bdi's read_ahead_kb; empty: left alone
-  unsigned read_ahead_kb = 0;                // I
-  std::atomic<bool> read_ahead_set{false};   // A
+  std::string read_ahead_file;              // I: the bdi's read_ahead_kb; empty: left alone
+  unsigned read_ahead_kb = 0;               // I
+  std::atomic<bool> read_ahead_set{false};  // A
   void set_read_ahead();
 
   quiesce::detail::mutex table;

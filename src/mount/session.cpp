@@ -16,9 +16,9 @@
 #include <charconv>
 #include <cstring>
 #include <fstream>
+#include <memory>
 #include <optional>
 #include <sstream>
-#include <memory>
 #include <string>
 #include <system_error>
 #include <vector>

@@ -288,7 +288,7 @@ void rcu_enqueue(rcu_domain& domain, rcu_head* head) noexcept {
   if (!cb.started.load(std::memory_order_acquire)) [[unlikely]] {
     if (const int err = start_callback_thread(st); err != 0) {
       die("%s: cannot start the callback thread: %s; no callback could ever run", st.name,
-              std::strerror(err));
+          std::strerror(err));
     }
   }
   cb.queued.fetch_add(1, std::memory_order_relaxed);

@@ -100,8 +100,7 @@ void wake_writer(std::atomic<std::uint32_t>& waiting) noexcept {
 // Puts the calling thread into the registry of domain `k`. Never allocates.
 void register_thread(rcu_kind k) noexcept {
   if (exit_rounds >= PTHREAD_DESTRUCTOR_ITERATIONS) {
-    die(
-        "rcu: a thread registered with %s in its last thread-exit round; it could not be "
+    die("rcu: a thread registered with %s in its last thread-exit round; it could not be "
         "unregistered",
         state_of(k).name);
   }

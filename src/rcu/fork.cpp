@@ -55,8 +55,7 @@ void unlock_all(rcu_state& st) noexcept {
 void before_fork() noexcept {
   if ((tls_memb.word.load(std::memory_order_relaxed) & memb_nest_mask) != 0) {
     // A grace period in progress would wait for this thread, and this thread for it.
-    die(
-        "fork() called inside a read-side critical section of rcu_default_domain(); "
+    die("fork() called inside a read-side critical section of rcu_default_domain(); "
         "fork outside read-side sections");
   }
   was_online_qsbr = rcu_thread_is_online(rcu_qsbr_domain());

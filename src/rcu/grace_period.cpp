@@ -35,8 +35,7 @@ void master_barrier(const rcu_state& st) noexcept {
         std::atomic_thread_fence(std::memory_order_seq_cst);
         return;
       }
-      die(
-          "rcu: membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) failed after it was "
+      die("rcu: membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) failed after it was "
           "registered: %s; readers rely on it, so no grace period can be sound",
           std::strerror(errno));
     }

@@ -21,8 +21,8 @@
 #include <vector>
 
 #include "mutant.hpp"
-#include "sha256_mb.hpp"
 #include "quiesce/verity.hpp"
+#include "sha256_mb.hpp"
 
 namespace quiesce::verity::detail {
 

@@ -30,7 +30,7 @@ inline constexpr bool verity_own_queue_read = true;  // is not refused (it deadl
 #else
 inline constexpr bool verity_own_queue_read = false;
 #endif
-#ifdef QUIESCE_MUTANT_VERITY_MB_LENGTH_UNSALTED  // the multi-buffer padding's length leaves
+#ifdef QUIESCE_MUTANT_VERITY_MB_LENGTH_UNSALTED          // the multi-buffer padding's length leaves
 inline constexpr bool verity_mb_length_unsalted = true;  // out the salt
 #else
 inline constexpr bool verity_mb_length_unsalted = false;

@@ -32,8 +32,8 @@ struct avx2 {
 
   // Words [8h, 8h + 8) of the eight lanes' blocks: an 8x8 transpose of 32-bit words.
   static void load_half(const std::uint8_t* const* msgs, std::size_t offset, reg* w) {
-    const reg bswap = _mm256_set_epi8(12, 13, 14, 15, 8, 9, 10, 11, 4, 5, 6, 7, 0, 1, 2, 3, 12,
-                                      13, 14, 15, 8, 9, 10, 11, 4, 5, 6, 7, 0, 1, 2, 3);
+    const reg bswap = _mm256_set_epi8(12, 13, 14, 15, 8, 9, 10, 11, 4, 5, 6, 7, 0, 1, 2, 3, 12, 13,
+                                      14, 15, 8, 9, 10, 11, 4, 5, 6, 7, 0, 1, 2, 3);
     reg r[8], t[8], u[8];
     for (int i = 0; i < 8; ++i)
       r[i] = _mm256_loadu_si256(reinterpret_cast<const reg*>(msgs[i] + offset));

@@ -47,10 +47,10 @@ struct avx512 {
     }
     for (int k = 0; k < 4; ++k) {
       // Word 4c + k wants chunk c of u[k], u[4 + k], u[8 + k], u[12 + k], in that order.
-      const reg v0 = _mm512_shuffle_i32x4(u[k], u[4 + k], 0x44);     // a0 a1 b0 b1
-      const reg v1 = _mm512_shuffle_i32x4(u[k], u[4 + k], 0xEE);     // a2 a3 b2 b3
-      const reg v2 = _mm512_shuffle_i32x4(u[8 + k], u[12 + k], 0x44);  // c0 c1 d0 d1
-      const reg v3 = _mm512_shuffle_i32x4(u[8 + k], u[12 + k], 0xEE);  // c2 c3 d2 d3
+      const reg v0 = _mm512_shuffle_i32x4(u[k], u[4 + k], 0x44);                   // a0 a1 b0 b1
+      const reg v1 = _mm512_shuffle_i32x4(u[k], u[4 + k], 0xEE);                   // a2 a3 b2 b3
+      const reg v2 = _mm512_shuffle_i32x4(u[8 + k], u[12 + k], 0x44);              // c0 c1 d0 d1
+      const reg v3 = _mm512_shuffle_i32x4(u[8 + k], u[12 + k], 0xEE);              // c2 c3 d2 d3
       w[k] = _mm512_shuffle_epi8(_mm512_shuffle_i32x4(v0, v2, 0x88), bswap);       // chunk 0
       w[4 + k] = _mm512_shuffle_epi8(_mm512_shuffle_i32x4(v0, v2, 0xDD), bswap);   // chunk 1
       w[8 + k] = _mm512_shuffle_epi8(_mm512_shuffle_i32x4(v1, v3, 0x88), bswap);   // chunk 2

@@ -136,8 +136,8 @@ calibration measure() {
       if (vs[k].runs_here) best[k + 1] = std::min(best[k + 1], time_kernel(vs[k]));
   }
   const std::size_t bytes = calib_len * calib_messages;
-  c.rows.push_back({"openssl", 1,
-                    best[0] == clock_type::duration::max() ? 0 : mb_per_s(bytes, best[0]), ""});
+  c.rows.push_back(
+      {"openssl", 1, best[0] == clock_type::duration::max() ? 0 : mb_per_s(bytes, best[0]), ""});
   std::size_t fastest = 0;  // 0: OpenSSL
   for (std::size_t k = 0; k < vs.size(); ++k) {
     const bool runs = vs[k].runs_here;
@@ -146,10 +146,9 @@ calibration measure() {
     if (runs && best[k + 1] < best[fastest]) fastest = k + 1;
   }
   c.chosen = fastest == 0 ? nullptr : &vs[fastest - 1];
-  c.why = fmt::format("the fastest of {} measured", std::count_if(c.rows.begin(), c.rows.end(),
-                                                                   [](const calibration::row& r) {
-                                                                     return r.mb_per_s > 0;
-                                                                   }));
+  c.why = fmt::format("the fastest of {} measured",
+                      std::count_if(c.rows.begin(), c.rows.end(),
+                                    [](const calibration::row& r) { return r.mb_per_s > 0; }));
   if (const char* want = std::getenv("QUIESCE_SHA256"); want && *want) {
     const variant* v = find_variant(want);
     if (std::string_view(want) == "openssl") {
@@ -226,10 +225,10 @@ void hash_many(const prefix_state& prefix, const std::uint8_t* const* msgs, std:
                std::size_t len, std::uint8_t* out, const variant* v) {
   if (!v) v = calibrated().chosen;
   if (!v || !v->runs_here || len % 64 != 0) {
-    quiesce::detail::die("sha256::hash_many: %s",
-                         !v                ? "no kernel chosen (OpenSSL is)"
-                         : !v->runs_here   ? "kernel does not run on this CPU"
-                                           : "length not a multiple of 64");
+    quiesce::detail::die("sha256::hash_many: %s", !v ? "no kernel chosen (OpenSSL is)"
+                                                  : !v->runs_here
+                                                      ? "kernel does not run on this CPU"
+                                                      : "length not a multiple of 64");
   }
   std::uint8_t tail[64];
   padding_block(mutant::verity_mb_length_unsalted ? len : prefix.bytes + len, tail);

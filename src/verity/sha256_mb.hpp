@@ -39,12 +39,12 @@ struct calibration {
   struct row {
     std::string name;
     unsigned lanes;
-    double mb_per_s;  // 0 when it does not run here
+    double mb_per_s;       // 0 when it does not run here
     std::string not_here;  // why it does not run here, or empty
   };
-  std::vector<row> rows;      // OpenSSL first, then the kernels
-  const variant* chosen;      // nullptr: OpenSSL's single stream is used
-  std::string why;            // "fastest of N measured", or "QUIESCE_SHA256=..."
+  std::vector<row> rows;  // OpenSSL first, then the kernels
+  const variant* chosen;  // nullptr: OpenSSL's single stream is used
+  std::string why;        // "fastest of N measured", or "QUIESCE_SHA256=..."
 };
 // Measured once, at first use (a few milliseconds). QUIESCE_SHA256=<name|openssl> in the
 // environment forces the choice (if this CPU runs it; else the measurement decides and

@@ -19,10 +19,18 @@ template <class V>
 struct simd_sha256 {
   using reg = typename V::reg;
 
-  static reg big_sigma0(reg a) { return V::xor3(V::template ror<2>(a), V::template ror<13>(a), V::template ror<22>(a)); }
-  static reg big_sigma1(reg e) { return V::xor3(V::template ror<6>(e), V::template ror<11>(e), V::template ror<25>(e)); }
-  static reg small_sigma0(reg x) { return V::xor3(V::template ror<7>(x), V::template ror<18>(x), V::template shr<3>(x)); }
-  static reg small_sigma1(reg x) { return V::xor3(V::template ror<17>(x), V::template ror<19>(x), V::template shr<10>(x)); }
+  static reg big_sigma0(reg a) {
+    return V::xor3(V::template ror<2>(a), V::template ror<13>(a), V::template ror<22>(a));
+  }
+  static reg big_sigma1(reg e) {
+    return V::xor3(V::template ror<6>(e), V::template ror<11>(e), V::template ror<25>(e));
+  }
+  static reg small_sigma0(reg x) {
+    return V::xor3(V::template ror<7>(x), V::template ror<18>(x), V::template shr<3>(x));
+  }
+  static reg small_sigma1(reg x) {
+    return V::xor3(V::template ror<17>(x), V::template ror<19>(x), V::template shr<10>(x));
+  }
 
   // One round; the caller rotates the names (the old h becomes the new a, ...).
   static void round(reg a, reg b, reg c, reg& d, reg e, reg f, reg g, reg& h, reg kw) {

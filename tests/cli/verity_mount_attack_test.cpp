@@ -500,7 +500,8 @@ TEST_F(MountAttack, AKeptTreeServesOnlyItsDescriptor) {
     if (n != static_cast<ssize_t>(want.size())) got.clear();
     // The old node reads its cached pages; only a tree of the old digest fails (at once).
     return read_errno != 0 || (measured + "\n" == digest && got == want);
-  })) << "the open measures " << measured << " (want " << digest << ")";
+  })) << "the open measures "
+      << measured << " (want " << digest << ")";
   EXPECT_EQ(read_errno, 0) << std::strerror(read_errno) << ": the old digest's kept tree was used";
   EXPECT_TRUE(got == want);
 }

@@ -413,11 +413,11 @@ TEST_F(VerityMount, ReadaheadIsTheOptionsWindow) {
     return slurp("/sys/class/bdi/" + std::to_string(major(st.st_dev)) + ":" +
                  std::to_string(minor(st.st_dev)) + "/read_ahead_kb");
   };
-  for (const auto& [args, kb] : std::vector<std::pair<std::string, std::string>>{
-           {"", "4096\n"},
-           {"-o read_ahead_kb=512", "512\n"},
-           {"-o read_ahead_kb=1048576", "1048576\n"},
-           {"-o read_ahead_kb=0", "128\n"}}) {
+  for (const auto& [args, kb] :
+       std::vector<std::pair<std::string, std::string>>{{"", "4096\n"},
+                                                        {"-o read_ahead_kb=512", "512\n"},
+                                                        {"-o read_ahead_kb=1048576", "1048576\n"},
+                                                        {"-o read_ahead_kb=0", "128\n"}}) {
     start(args);
     EXPECT_EQ(window(), kb) << args;
     EXPECT_EQ(slurp(mnt_ / "p"), "plain") << args;

@@ -89,11 +89,12 @@ int run_report(const report_options& opt) {
 
   std::string md = fmt::format("# quiesce report\n\nquiesce {}, {}{}.\n\n## Machine\n\n{}\n",
                                version_string, results["generated_at"].get<std::string>(),
-                               opt.smoke   ? ", SMOKE run (smallest sizes: the figures mean nothing)"
+                               opt.smoke ? ", SMOKE run (smallest sizes: the figures mean nothing)"
                                : opt.quick ? ", quick run (smaller populations)"
                                            : "",
                                machine_markdown(results["machine"]));
-  const experiment_options eopt{.quick = opt.quick, .smoke = opt.smoke, .set_gc_delay = opt.set_gc_delay};
+  const experiment_options eopt{
+      .quick = opt.quick, .smoke = opt.smoke, .set_gc_delay = opt.set_gc_delay};
   // On a terminal, one progress line replaces the "running ..." lines.
   const bool draw = progress_wanted(false);
   progress_line progress("quiesce report", experiments().size() + 1, draw);
@@ -135,7 +136,9 @@ int run_report(const report_options& opt) {
   // The runtime against the libraries a user would pick instead (quiesce bench peers).
   md += "## Runtime vs peers (`quiesce bench peers`)\n\n";
   const bool small = opt.quick || opt.smoke;
-  const peers_options popt{.repetitions = opt.smoke ? 1 : opt.quick ? 2 : 3,
+  const peers_options popt{.repetitions = opt.smoke   ? 1
+                                          : opt.quick ? 2
+                                                      : 3,
                            .growth = !small,
                            .every_sha256 = !small,
                            .min_time_s = opt.smoke ? 0.01 : 0.1,

@@ -381,10 +381,11 @@ const command_registrar verity_command{
        mnt->add_flag("-f,--foreground", m->foreground,
                      "Stay in the foreground (default: return once the mount is ready and serve "
                      "it in the background, as sshfs does)");
-       mnt->add_option("-o", m->o_lists,
-                       "Mount options, comma-separated, as mount(8) and fstab pass them: ro, "
-                       "allow_other, cert=FILE, require_signatures, unbound, read_ahead_kb=N, "
-                       "auto_unmount, noauto_unmount, nosuid, nodev, noexec, noatime, ...; repeatable")
+       mnt->add_option(
+              "-o", m->o_lists,
+              "Mount options, comma-separated, as mount(8) and fstab pass them: ro, "
+              "allow_other, cert=FILE, require_signatures, unbound, read_ahead_kb=N, "
+              "auto_unmount, noauto_unmount, nosuid, nodev, noexec, noatime, ...; repeatable")
            ->allow_extra_args(false);
        mnt->add_flag("--debug", m->options.debug, "libfuse's request log on stderr");
        mnt->callback([m] { run_mount(*m); });

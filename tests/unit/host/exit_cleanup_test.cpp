@@ -6,10 +6,10 @@
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <spawn.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
-#include <spawn.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -44,7 +44,6 @@ fs::path scratch_dir() {
   std::fprintf(stderr, "child: %s: %s\n", what, std::strerror(errno));
   std::_Exit(100);
 }
-
 
 // ThreadSanitizer defers a signal to the thread's next intercepted call, and sometimes
 // never runs it: 4 children in 30 hung here with the handler not run, though the main
@@ -240,8 +239,7 @@ TEST(ExitCleanupChild, DISABLED_MountBusy) {
     running.fetch_add(1);
     for (;;) {
       if (::pwrite(outside, block, sizeof block, 0) != sizeof block) {
-        std::fprintf(stderr, "child: writing outside the mount failed: %s\n",
-                     std::strerror(errno));
+        std::fprintf(stderr, "child: writing outside the mount failed: %s\n", std::strerror(errno));
         std::abort();
       }
     }

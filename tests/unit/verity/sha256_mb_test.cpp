@@ -59,8 +59,8 @@ TEST_P(Sha256Kernel, EqualsOpenSslForEveryTreeBlockSizeSaltAndCount) {
       const std::vector<std::uint8_t> salt = bytes(salt_len, rng);
       const sha::prefix_state prefix = sha::absorb_padded(salt.data(), salt.size());
       // Full calls, the rest in every shape, and more than one call.
-      for (const std::size_t n : {std::size_t{1}, lanes > 1 ? lanes - 1 : 1, lanes, lanes + 1,
-                                  2 * lanes + 3}) {
+      for (const std::size_t n :
+           {std::size_t{1}, lanes > 1 ? lanes - 1 : 1, lanes, lanes + 1, 2 * lanes + 3}) {
         // One byte off alignment: the kernels must not assume any.
         const std::vector<std::uint8_t> data = bytes(n * len + 1, rng);
         std::vector<const std::uint8_t*> msgs(n);

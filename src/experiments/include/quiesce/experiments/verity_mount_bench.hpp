@@ -63,9 +63,9 @@ struct seq_read_side {
 // The sequential row. The ratios are the medians', >= 1.0 when the verified read is as fast.
 struct verity_mount_seq {
   std::size_t mib = 0;
-  seq_read_side direct;    // from SOURCE
-  seq_read_side fuse;      // through the mount, the same bytes without a sidecar
-  seq_read_side verified;  // through the mount, verified on the per-CPU queue
+  seq_read_side direct;           // from SOURCE
+  seq_read_side fuse;             // through the mount, the same bytes without a sidecar
+  seq_read_side verified;         // through the mount, verified on the per-CPU queue
   double cold_vs_fuse() const;    // fuse.cold / verified.cold (the goal: >= 0.9)
   double warm_vs_direct() const;  // direct.warm / verified.warm (the goal: >= 0.95)
   nlohmann::json to_json() const;
@@ -74,7 +74,7 @@ struct verity_mount_seq {
 struct verity_mount_bench_result {
   verity_mount_bench_config config;
   verity_mount_side bound, unbound;
-  verity_mount_side plain;  // no sidecars: FUSE alone (no queue, nothing verified)
+  verity_mount_side plain;              // no sidecars: FUSE alone (no queue, nothing verified)
   std::optional<verity_mount_seq> seq;  // with config.seq_mib > 0
   std::size_t files = 0;
   bool caches_dropped = false;  // false: not root, the page cache stayed warm
