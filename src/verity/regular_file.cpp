@@ -25,11 +25,11 @@ unique_fd::~unique_fd() {
   if (fd_ >= 0) ::close(fd_);
 }
 
-namespace {
-
 [[noreturn]] void fail(int err, const std::string& what) {
   throw std::system_error(err, std::generic_category(), what);
 }
+
+namespace {
 
 const char* kind_of(mode_t mode) {
   if (S_ISDIR(mode)) return "a directory";

@@ -52,6 +52,10 @@ regular_file open_regular(const std::filesystem::path& path, int missing_errno =
 // filesystem. Returns its size; throws std::system_error EISDIR/EINVAL naming `name`.
 std::uint64_t check_regular(int fd, const std::string& name);
 
+// Throws std::system_error(err, generic_category(), what): how every input error of the
+// verity sources is reported.
+[[noreturn]] void fail(int err, const std::string& what);
+
 // Reads exactly `size` bytes at `offset`, retrying short reads and EINTR. 0, or an errno
 // (EIO if the file ends first).
 int pread_exact(int fd, void* buf, std::size_t size, std::uint64_t offset) noexcept;

@@ -15,10 +15,6 @@ namespace quiesce::verity::detail {
 
 namespace {
 
-[[noreturn]] void fail(int err, const std::string& what) {
-  throw std::system_error(err, std::generic_category(), what);
-}
-
 std::uint64_t le(const std::uint8_t* p, int bytes) {
   std::uint64_t v = 0;
   for (int i = 0; i < bytes; ++i)

@@ -38,7 +38,7 @@ struct cert_access {
 
 namespace {
 
-[[noreturn]] void fail(int err, const std::string& what) {
+[[noreturn]] void crypto_fail(int err, const std::string& what) {
   ERR_clear_error();  // libcrypto's per-thread error queue: nothing left for the next caller
   throw std::system_error(err, std::generic_category(), what);
 }
@@ -94,21 +94,21 @@ std::string verify_signature(const trusted_certs& trusted, hash_alg alg,
   detail::init_crypto();
   ERR_clear_error();
   const pkcs7_ptr p7 = parse_pkcs7(signature);
-  if (!p7) fail(EBADMSG, what + ": malformed file signature (not a DER PKCS#7 signature)");
+  if (!p7) crypto_fail(EBADMSG, what + ": malformed file signature (not a DER PKCS#7 signature)");
   STACK_OF(PKCS7_SIGNER_INFO)* infos = PKCS7_get_signer_info(p7.get());
   if (!infos || sk_PKCS7_SIGNER_INFO_num(infos) <= 0) {
-    fail(EBADMSG, what + ": malformed file signature (no signer)");
+    crypto_fail(EBADMSG, what + ": malformed file signature (no signer)");
   }
   x509_stack_ptr stack(sk_X509_new_null());
-  if (!stack) fail(ENOMEM, what + ": libcrypto: no memory");
+  if (!stack) crypto_fail(ENOMEM, what + ": libcrypto: no memory");
   for (const auto& c : cert_access::certs(trusted)) {
-    if (sk_X509_push(stack.get(), c.get()) <= 0) fail(ENOMEM, what + ": libcrypto: no memory");
+    if (sk_X509_push(stack.get(), c.get()) <= 0) crypto_fail(ENOMEM, what + ": libcrypto: no memory");
   }
   // The signers, looked up among the trusted certificates only (never the ones the
   // signature itself might carry).
   x509_stack_ptr signers(PKCS7_get0_signers(p7.get(), stack.get(), PKCS7_NOINTERN));
   if (!signers || sk_X509_num(signers.get()) <= 0) {
-    fail(ENOKEY, what + ": the file's signing certificate is not a trusted one");
+    crypto_fail(ENOKEY, what + ": the file's signing certificate is not a trusted one");
   }
   const std::vector<std::uint8_t> msg = detail::formatted_digest(alg, digest);
   // The message behind a buffering filter: PKCS7_verify copies a bare memory BIO into one
@@ -123,13 +123,13 @@ std::string verify_signature(const trusted_certs& trusted, hash_alg alg,
     }
   }
   const std::unique_ptr<X509_STORE, store_deleter> store(X509_STORE_new());
-  if (!data || !store) fail(ENOMEM, what + ": libcrypto: no memory");
+  if (!data || !store) crypto_fail(ENOMEM, what + ": libcrypto: no memory");
   // NOVERIFY/NOCHAIN: the signer is trusted because it is in the set, as in the kernel's
   // keyring, not through a chain; NOINTERN: only the trusted certificates are used.
   const int flags = PKCS7_NOINTERN | PKCS7_NOVERIFY | PKCS7_NOCHAIN | PKCS7_BINARY;
   if (PKCS7_verify(p7.get(), stack.get(), store.get(), data.get(), nullptr, flags) != 1 &&
       !mutant::verity_signature_unchecked) {
-    fail(EKEYREJECTED,
+    crypto_fail(EKEYREJECTED,
          what + ": incorrect file signature: it does not sign " + digest_text(alg, digest));
   }
   std::string signer = subject_of(sk_X509_value(signers.get(), 0));
@@ -265,23 +265,23 @@ trust_result check_trust(const trust_policy& policy, hash_alg alg,
          !std::equal(digest.begin(), digest.end(), policy.digest->digest.begin(),
                      policy.digest->digest.end())) &&
         !mutant::verity_digest_not_pinned) {
-      fail(EKEYREJECTED, what + ": file digest " + digest_text(alg, digest) +
+      crypto_fail(EKEYREJECTED, what + ": file digest " + digest_text(alg, digest) +
                              " is not the trusted " +
                              digest_text(policy.digest->alg, policy.digest->digest));
     }
     r.digest_matched = true;
   }
   if (!signature.empty() && (!policy.certs.empty() || policy.require_signatures)) {
-    if (policy.certs.empty()) fail(ENOKEY, what + ": signed file, and no trusted certificates");
+    if (policy.certs.empty()) crypto_fail(ENOKEY, what + ": signed file, and no trusted certificates");
     r.signer = verify_signature(policy.certs, alg, digest, signature, what);
     r.signature_verified = true;
   }
   if (policy.require_signatures && !r.signature_verified && !mutant::verity_unsigned_allowed) {
-    fail(policy.certs.empty() ? ENOKEY : EPERM,
+    crypto_fail(policy.certs.empty() ? ENOKEY : EPERM,
          what + ": signatures are required, rejecting unsigned file");
   }
   if (!r.authenticated() && !policy.integrity_only) {
-    fail(EPERM, what + ": not authenticated: no trusted digest matched and no signature verified");
+    crypto_fail(EPERM, what + ": not authenticated: no trusted digest matched and no signature verified");
   }
   return r;
 }

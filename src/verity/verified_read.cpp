@@ -39,9 +39,7 @@ fs::path sidecar_of(const fs::path& file, const std::optional<fs::path>& sidecar
   return sidecar ? *sidecar : fs::path(file.string() + ".verity");
 }
 
-[[noreturn]] void fail(int err, const std::string& what) {
-  throw std::system_error(err, std::generic_category(), what);
-}
+using detail::fail;
 
 std::string_view bytes_of(std::span<const std::uint8_t> b) {
   return {reinterpret_cast<const char*>(b.data()), b.size()};

@@ -21,6 +21,7 @@
 #include <thread>
 #include <vector>
 
+#include "cpus.hpp"
 #include "quiesce/clock.hpp"
 #include "quiesce/log.hpp"
 #include "quiesce/rcu.hpp"
@@ -46,9 +47,7 @@ constexpr int race_iterations = 300;
 constexpr int race_iterations = 3000;
 #endif
 
-int first_cpu() {
-  return system_topology().cpus().first();
-}
+using test::first_cpu;
 
 // Whether thread `tid` (which set `calling` just before a blocking call) now sleeps in it.
 bool sleeps_in_call(const std::atomic<bool>& calling, const std::atomic<pid_t>& tid) {

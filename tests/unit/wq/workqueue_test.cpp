@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "cpus.hpp"
 #include "quiesce/log.hpp"
 #include "quiesce/thread.hpp"
 #include "quiesce/topology.hpp"
@@ -33,12 +34,8 @@ using test::eventually;
 using test::gate;
 using namespace std::chrono_literals;
 
-int first_cpu() {
-  return system_topology().cpus().first();
-}
-int last_cpu() {
-  return system_topology().cpus().cpus().back();
-}
+using test::first_cpu;
+using test::last_cpu;
 
 TEST(Workqueue, RunsQueuedItemsAndCountsThem) {
   workqueue wq("basic");
