@@ -23,6 +23,12 @@ struct sched_sample {
   std::uint64_t run_delay_ns = 0;  // time spent runnable, waiting for a CPU
   std::uint64_t switches = 0;      // times switched in (timeslices run)
 
+  sched_sample& operator+=(const sched_sample& o) noexcept {
+    run_ns += o.run_ns;
+    run_delay_ns += o.run_delay_ns;
+    switches += o.switches;
+    return *this;
+  }
   friend sched_sample operator-(const sched_sample& a, const sched_sample& b) noexcept {
     return {a.run_ns - b.run_ns, a.run_delay_ns - b.run_delay_ns, a.switches - b.switches};
   }

@@ -10,10 +10,10 @@
 #include <atomic>
 #include <cerrno>
 #include <condition_variable>
-#include <mutex>
 #include <stdexcept>
 #include <system_error>
 
+#include "mutex.hpp"
 #include "quiesce/clock.hpp"
 #include "quiesce/thread.hpp"
 
@@ -30,8 +30,8 @@ timespec to_timespec(std::uint64_t ns) {
 struct cyclic_probe::impl {
   struct per_cpu {
     int cpu = -1;
-    std::mutex lock;
-    cpu_lateness seen;  // L: lock
+    detail::mutex lock{"cyclic_probe per_cpu lock"};
+    cpu_lateness seen QUIESCE_GUARDED_BY(lock);
     named_thread thread;
   };
 
@@ -41,12 +41,12 @@ struct cyclic_probe::impl {
   std::atomic<bool> recording{false};            // A: begin_window / end_window
   std::vector<std::unique_ptr<per_cpu>> probes;  // I after the constructor
 
-  mutable std::mutex start_lock;
-  int started = 0;        // L: start_lock; threads pinned and running
-  int pin_failures = 0;   // L: start_lock
-  int fifo_threads = 0;   // L: start_lock; threads that run SCHED_FIFO
-  int fifo_priority = 0;  // I
-  std::condition_variable_any start_cv;
+  mutable detail::mutex start_lock{"cyclic_probe start_lock"};
+  int started QUIESCE_GUARDED_BY(start_lock) = 0;  // threads pinned and running
+  int pin_failures QUIESCE_GUARDED_BY(start_lock) = 0;
+  int fifo_threads QUIESCE_GUARDED_BY(start_lock) = 0;  // threads that run SCHED_FIFO
+  int fifo_priority = 0;                                // I
+  std::condition_variable start_cv;
 
   void run(per_cpu& p) {
     const bool pinned = pin_this_thread(cpu_set{p.cpu});
@@ -57,7 +57,7 @@ struct cyclic_probe::impl {
       fifo = pthread_setschedparam(pthread_self(), SCHED_FIFO, &sp) == 0;
     }
     {
-      std::lock_guard g(start_lock);
+      detail::lock_guard g(start_lock);
       ++started;
       if (!pinned) ++pin_failures;
       if (fifo) ++fifo_threads;
@@ -81,7 +81,7 @@ struct cyclic_probe::impl {
         ++skipped;
       }
       if (recording.load(std::memory_order_relaxed)) {
-        std::lock_guard g(p.lock);
+        detail::lock_guard g(p.lock);
         p.seen.late_ns.add(static_cast<double>(late));
         p.seen.late_hist_ns.record(late);
         p.seen.overruns += skipped;
@@ -113,8 +113,9 @@ cyclic_probe::cyclic_probe(cyclic_probe_options options) : impl_(std::make_uniqu
     impl::per_cpu* raw = p.get();
     raw->thread = named_thread(fmt::format("cyclic/{}", raw->cpu), [&m, raw] { m.run(*raw); });
   }
-  std::unique_lock g(m.start_lock);
-  m.start_cv.wait(g, [&] { return m.started == static_cast<int>(m.probes.size()); });
+  detail::unique_lock g(m.start_lock);
+  while (m.started != static_cast<int>(m.probes.size()))
+    g.wait(m.start_cv);
   if (m.pin_failures > 0) {
     g.unlock();
     m.stop = true;
@@ -131,7 +132,7 @@ cyclic_probe::~cyclic_probe() {
 
 void cyclic_probe::begin_window() {
   for (auto& p : impl_->probes) {
-    std::lock_guard g(p->lock);
+    detail::lock_guard g(p->lock);
     p->seen = cpu_lateness{};
     p->seen.cpu = p->cpu;
   }
@@ -142,7 +143,7 @@ std::vector<cpu_lateness> cyclic_probe::end_window() {
   impl_->recording = false;
   std::vector<cpu_lateness> out;
   for (auto& p : impl_->probes) {
-    std::lock_guard g(p->lock);
+    detail::lock_guard g(p->lock);
     out.push_back(p->seen);
   }
   return out;
@@ -151,7 +152,7 @@ std::vector<cpu_lateness> cyclic_probe::end_window() {
 std::uint64_t cyclic_probe::samples() const {
   std::uint64_t n = 0;
   for (auto& p : impl_->probes) {
-    std::lock_guard g(p->lock);
+    detail::lock_guard g(p->lock);
     n += p->seen.late_ns.count();
   }
   return n;
@@ -160,7 +161,7 @@ std::uint64_t cyclic_probe::samples() const {
 std::uint64_t cyclic_probe::samples(int cpu) const {
   for (auto& p : impl_->probes) {
     if (p->cpu != cpu) continue;
-    std::lock_guard g(p->lock);
+    detail::lock_guard g(p->lock);
     return p->seen.late_ns.count();
   }
   return 0;
@@ -171,7 +172,7 @@ const cpu_set& cyclic_probe::cpus() const noexcept {
 }
 
 bool cyclic_probe::realtime() const noexcept {
-  std::lock_guard g(impl_->start_lock);
+  detail::lock_guard g(impl_->start_lock);
   return impl_->fifo_priority > 0 && impl_->fifo_threads == static_cast<int>(impl_->probes.size());
 }
 

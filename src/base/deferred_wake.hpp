@@ -3,7 +3,7 @@
 // first take the lock the waker still holds makes it sleep again, on that lock: a second
 // sleep, a second wake-up, two more context switches (the kernel's wake-ups under a
 // raw spinlock have the wakee spin instead). detail::mutex and its guards
-// (thread_annotations.hpp) run the calling thread's deferred wake-ups whenever they
+// (mutex.hpp) run the calling thread's deferred wake-ups whenever they
 // release a lock, and before a condition-variable wait releases one natively.
 //
 // A word must outlive its wake-up (the workqueue's are in its pools, which are never

@@ -8,6 +8,7 @@
 #include <cstdlib>
 
 #include "die.hpp"
+#include "mutex.hpp"
 #include "never_destroyed.hpp"
 #include "quiesce/clock.hpp"
 #include "quiesce/trace.hpp"
@@ -29,8 +30,8 @@ void stderr_sink(log_level, std::string_view line) {
 }
 
 struct log_state {
-  std::mutex lock;
-  log_sink sink = stderr_sink;  // L: lock; also held while the sink runs
+  detail::mutex lock{"log lock"};
+  log_sink sink QUIESCE_GUARDED_BY(lock) = stderr_sink;  // the lock is also held while it runs
 };
 
 // Never destroyed: runtime threads log until the process ends.
@@ -93,7 +94,7 @@ void trace_console(log_level level, std::string_view message) noexcept {
 void log(log_level level, std::string_view message) {
   trace_console(level, message);
   log_state& s = state();
-  std::lock_guard guard(s.lock);
+  detail::lock_guard guard(s.lock);
   std::size_t start = 0;
   while (true) {
     const std::size_t nl = message.find('\n', start);
@@ -109,7 +110,7 @@ void log(log_level level, std::string_view message) {
 
 log_sink set_log_sink(log_sink sink) {
   log_state& s = state();
-  std::lock_guard guard(s.lock);
+  detail::lock_guard guard(s.lock);
   log_sink previous = std::move(s.sink);
   s.sink = sink ? std::move(sink) : log_sink(stderr_sink);
   return previous;
@@ -125,7 +126,7 @@ log_capture::log_capture(bool forward) {
   // sink below, which only ever runs under that lock) under the same lock. Lock order is
   // always log lock -> lock_.
   log_state& s = state();
-  std::lock_guard guard(s.lock);
+  detail::lock_guard guard(s.lock);
   previous_ = std::move(s.sink);
   s.sink = [this, forward](log_level level, std::string_view line) {
     {
@@ -138,7 +139,7 @@ log_capture::log_capture(bool forward) {
 
 log_capture::~log_capture() {
   log_state& s = state();
-  std::lock_guard guard(s.lock);
+  detail::lock_guard guard(s.lock);
   s.sink = previous_ ? std::move(previous_) : log_sink(stderr_sink);
 }
 

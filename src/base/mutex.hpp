@@ -38,6 +38,12 @@ inline const void* this_thread_tag() noexcept {
 // right across the wait.
 class QUIESCE_CAPABILITY("mutex") mutex {
  public:
+  mutex() = default;
+  // `name` (a string literal) names the lock in assert_held()'s report.
+  explicit mutex(const char* name) noexcept : name_(name) {}
+  mutex(const mutex&) = delete;
+  mutex& operator=(const mutex&) = delete;
+
   void lock() QUIESCE_ACQUIRE() {
     m_.lock();
     acquired();
@@ -59,7 +65,7 @@ class QUIESCE_CAPABILITY("mutex") mutex {
   void assert_held() const QUIESCE_ASSERT_CAPABILITY(this) {
     if constexpr (checked_locks) {
       if (owner_.load(std::memory_order_relaxed) != this_thread_tag()) {
-        die("BUG: a lock is not held by the thread that asserts it is (mutex %p)",
+        die("BUG: lock '%s' (%p) is not held by the thread that asserts it is", name_,
             static_cast<const void*>(this));
       }
     }
@@ -75,12 +81,15 @@ class QUIESCE_CAPABILITY("mutex") mutex {
   }
   std::mutex m_;
   std::atomic<const void*> owner_{nullptr};  // checked builds only (see the legend)
+  const char* const name_ = "unnamed";
 };
 
 // std::lock_guard for detail::mutex.
 class QUIESCE_SCOPED_CAPABILITY lock_guard {
  public:
   explicit lock_guard(mutex& m) QUIESCE_ACQUIRE(m) : m_(m) { m_.lock(); }
+  // Takes over `m`, which the caller holds (std::adopt_lock).
+  lock_guard(mutex& m, std::adopt_lock_t) QUIESCE_REQUIRES(m) : m_(m) { m_.assert_held(); }
   ~lock_guard() QUIESCE_RELEASE() { m_.unlock(); }
   lock_guard(const lock_guard&) = delete;
   lock_guard& operator=(const lock_guard&) = delete;

@@ -23,6 +23,3 @@
 #define QUIESCE_ASSERT_CAPABILITY(x) QUIESCE_TSA(assert_capability(x))
 #define QUIESCE_RETURN_CAPABILITY(x) QUIESCE_TSA(lock_returned(x))
 #define QUIESCE_NO_THREAD_SAFETY_ANALYSIS QUIESCE_TSA(no_thread_safety_analysis)
-
-// The mutex and guards every annotated field is guarded by (most users include this file).
-#include "mutex.hpp"  // IWYU pragma: export

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "quiesce/trace.hpp"
 
+#include "mutex.hpp"
 #include "never_destroyed.hpp"
 
 #include <unistd.h>
@@ -10,7 +11,6 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
-#include <mutex>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <system_error>
@@ -110,10 +110,11 @@ struct ring {
 };
 
 struct registry {
-  std::mutex lock;
-  std::vector<std::shared_ptr<ring>> rings;  // L
-  std::size_t capacity = 16384;              // L
-  std::unordered_set<std::string> interned;  // L (nodes are stable: c_str() outlives us)
+  quiesce::detail::mutex lock{"trace registry lock"};
+  std::vector<std::shared_ptr<ring>> rings QUIESCE_GUARDED_BY(lock);
+  std::size_t capacity QUIESCE_GUARDED_BY(lock) = 16384;
+  // Nodes are stable: a c_str() handed out outlives every caller.
+  std::unordered_set<std::string> interned QUIESCE_GUARDED_BY(lock);
 };
 
 // Never destroyed: workers emit events until the process ends.
@@ -139,7 +140,7 @@ void emit_slow(const event& e) noexcept {
   if (!handle.r) {
     try {
       registry& r = reg();
-      std::lock_guard guard(r.lock);
+      quiesce::detail::lock_guard guard(r.lock);
       handle.r = std::make_shared<ring>(r.capacity, this_thread_tid(), this_thread_name());
       r.rings.push_back(handle.r);
     } catch (...) {  // out of memory: drop the event rather than fail the caller
@@ -158,20 +159,20 @@ void enable(bool on) noexcept {
 void set_ring_capacity(std::size_t events) {
   if (events == 0) throw std::invalid_argument("events: ring capacity must be at least 1");
   registry& r = reg();
-  std::lock_guard guard(r.lock);
+  quiesce::detail::lock_guard guard(r.lock);
   r.capacity = events;
 }
 
 const char* intern(std::string_view s) {
   registry& r = reg();
-  std::lock_guard guard(r.lock);
+  quiesce::detail::lock_guard guard(r.lock);
   return r.interned.emplace(s).first->c_str();
 }
 
 namespace {
 std::vector<std::shared_ptr<ring>> all_rings() {
   registry& r = reg();
-  std::lock_guard guard(r.lock);
+  quiesce::detail::lock_guard guard(r.lock);
   return r.rings;
 }
 }  // namespace
@@ -194,7 +195,7 @@ std::vector<event> snapshot() {
 
 void clear() {
   registry& r = reg();
-  std::lock_guard guard(r.lock);
+  quiesce::detail::lock_guard guard(r.lock);
   // Rings of exited threads are freed. Live threads keep writing to theirs without the lock,
   // so those are not freed: their current events are hidden from later snapshots instead.
   std::erase_if(r.rings, [](const std::shared_ptr<ring>& ring) {

@@ -65,13 +65,6 @@ struct app_plan {
   std::vector<char> buf;
 };
 
-std::uint64_t mono_ns() {
-  timespec ts;
-  ::clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000u +
-         static_cast<std::uint64_t>(ts.tv_nsec);
-}
-
 // The child: reads every file (in an order of its own), even-indexed ones whole with 64 KiB
 // reads, odd ones with 8 random reads of 4-32 KiB; writes [n][latency...][total ns] to `out`
 // and exits 0, or 1 at the first failure.
@@ -79,17 +72,17 @@ std::uint64_t mono_ns() {
   std::uint64_t rng = static_cast<std::uint64_t>(index) * 2654435761u + 1;
   const std::size_t nfiles = plan.paths.size();
   std::size_t n = 0;
-  const std::uint64_t began = mono_ns();
+  const std::uint64_t began = now_ns();
   for (std::size_t k = 0; k < nfiles; ++k) {
     const std::size_t f = (k + static_cast<std::size_t>(index) * 3) % nfiles;
     const int fd = ::open(plan.paths[f].c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) ::_exit(1);
     const std::size_t size = plan.sizes[f];
     auto read_at = [&](std::uint64_t off, std::size_t len) {
-      const std::uint64_t t0 = mono_ns();
+      const std::uint64_t t0 = now_ns();
       const ssize_t got = ::pread(fd, plan.buf.data(), len, static_cast<off_t>(off));
       if (got < 0) ::_exit(1);
-      if (n < plan.latencies.size()) plan.latencies[n++] = mono_ns() - t0;
+      if (n < plan.latencies.size()) plan.latencies[n++] = now_ns() - t0;
     };
     if (f % 2 == 0) {
       for (std::uint64_t off = 0; off < size; off += 64 * 1024)
@@ -102,7 +95,7 @@ std::uint64_t mono_ns() {
     }
     ::close(fd);
   }
-  const std::uint64_t total = mono_ns() - began;
+  const std::uint64_t total = now_ns() - began;
   const std::uint64_t count = n;
   bool ok = ::write(out, &count, sizeof count) == sizeof count;
   const auto bytes = static_cast<ssize_t>(n * sizeof(std::uint64_t));
@@ -287,12 +280,12 @@ void write_random(const fs::path& path, const fs::path& copy, std::size_t size, 
 double read_whole_ms(const fs::path& path, std::vector<char>& buf) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) throw std::system_error(errno, std::generic_category(), path.string());
-  const std::uint64_t t0 = mono_ns();
+  const std::uint64_t t0 = now_ns();
   ssize_t n = 0;
   while ((n = ::read(fd, buf.data(), buf.size())) > 0) {
   }
   const int err = errno;
-  const std::uint64_t t1 = mono_ns();
+  const std::uint64_t t1 = now_ns();
   ::close(fd);
   if (n < 0) throw std::system_error(err, std::generic_category(), "read " + path.string());
   return static_cast<double>(t1 - t0) / 1e6;

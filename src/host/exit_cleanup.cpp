@@ -16,8 +16,9 @@
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
-#include <mutex>
 #include <stdexcept>
+
+#include "../base/mutex.hpp"
 
 namespace quiesce::host {
 
@@ -44,9 +45,9 @@ slot slots[kSlots];
 std::atomic<std::uint64_t> next_order{1};  // A
 
 // Installing and restoring the handlers: under handlers_lock, counted by armed slots.
-std::mutex handlers_lock;
-int handlers_users = 0;                      // L: handlers_lock
-struct sigaction previous[kSignals.size()];  // L: handlers_lock
+quiesce::detail::mutex handlers_lock{"exit_cleanup handlers_lock"};
+int handlers_users QUIESCE_GUARDED_BY(handlers_lock) = 0;
+struct sigaction previous[kSignals.size()] QUIESCE_GUARDED_BY(handlers_lock);
 
 bool write_value(const char* path, const char* value, std::size_t len) noexcept {
   const int fd = ::open(path, O_WRONLY | O_CLOEXEC);
@@ -162,7 +163,7 @@ void on_signal(int sig) {
 }
 
 void install_handlers() {
-  std::lock_guard guard(handlers_lock);
+  quiesce::detail::lock_guard guard(handlers_lock);
   if (handlers_users++ > 0) return;
   struct sigaction sa {};
   sa.sa_handler = on_signal;
@@ -174,7 +175,7 @@ void install_handlers() {
 }
 
 void remove_handlers() {
-  std::lock_guard guard(handlers_lock);
+  quiesce::detail::lock_guard guard(handlers_lock);
   if (--handlers_users > 0) return;
   for (std::size_t i = 0; i < kSignals.size(); ++i)
     ::sigaction(kSignals[i], &previous[i], nullptr);

@@ -43,7 +43,7 @@ bool link_is_garbage(const store_state& st, const key& k, std::int64_t limit) {
 
 // Drops the garbage links of one keyring (kernel: keyring_gc). L: serial_lock held.
 void keyring_gc(store_state& st, key& keyring, std::int64_t limit) {
-  std::lock_guard guard(keyring.keyring_lock);
+  quiesce::detail::lock_guard guard(keyring.keyring_lock);
   link_set* cur = keyring.links.load(std::memory_order_acquire);
   if (!cur) return;
   std::vector<key*> keep, drop;
@@ -65,13 +65,13 @@ void begin_pass(store_state& st) {
       st.gc_flags.fetch_and(~(gc_key_expired | gc_reap_requested), std::memory_order_acq_rel);
   if (flags & gc_key_expired) st.state |= st_reaping_links;
   if (st.gc_flags.fetch_and(~gc_reap_keytype) & gc_reap_keytype) st.state |= st_dead_1;
-  std::lock_guard guard(st.serial_lock);
+  quiesce::detail::lock_guard guard(st.serial_lock);
   st.cursor = st.tree.begin();
 }
 
 // Scans keys from the cursor while the budget lasts; true when the tree is done.
 bool scan(store_state& st, budget& b, gc_execution& ex) {
-  std::lock_guard guard(st.serial_lock);
+  quiesce::detail::lock_guard guard(st.serial_lock);
   key_type_rec* dead_type = st.reaping_type;
   while (st.cursor != st.tree.end()) {
     if (!b.spend()) return false;
@@ -105,7 +105,7 @@ bool scan(store_state& st, budget& b, gc_execution& ex) {
 void destroy_key(store_state& st, std::unique_ptr<key> k) {
   key_type_rec* type;
   {
-    std::lock_guard guard(st.serial_lock);
+    quiesce::detail::lock_guard guard(st.serial_lock);
     type = k->type;
   }
   // A dead type's keys are still destroyed by it until its third pass retypes the rest to
@@ -159,11 +159,11 @@ bool collect(store_state& st, gc_execution& ex) {
   // Dead-type bookkeeping: after the third pass the type is gone; wake the unregisterer.
   if (st.state & st_dead_3) {
     {
-      std::lock_guard guard(st.serial_lock);
+      quiesce::detail::lock_guard guard(st.serial_lock);
       st.reaping_type = nullptr;
     }
     {
-      std::lock_guard lk(st.reap_lock);
+      quiesce::detail::lock_guard lk(st.reap_lock);
       st.gc_flags.fetch_and(~gc_reaping_keytype);
     }
     st.reap_done.notify_all();

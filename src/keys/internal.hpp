@@ -2,6 +2,8 @@
 // Internal structures of the key store (src/keys). Not installed.
 // Locks: serial_lock (the tree, key types, each key's type pointer) -> keyring_lock of one
 // keyring. The collector's state is touched only by its work item (non-reentrant).
+// Protection legend (docs/DESIGN.md, "Protection legend"): I, A, L(lock) - QUIESCE_GUARDED_BY
+// where the lock is a member of the same object - and W (here: the collector's work item).
 #pragma once
 
 #include <atomic>
@@ -9,11 +11,11 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "../base/mutex.hpp"
 #include "quiesce/budget.hpp"
 #include "quiesce/keys.hpp"
 #include "quiesce/rcu.hpp"
@@ -45,7 +47,7 @@ inline constexpr unsigned st_dead_3 = 0x40;
 struct key_type_rec {
   std::string name;                           // I
   std::function<void(std::string&)> destroy;  // I
-  bool dead = false;                          // L: serial_lock
+  bool dead = false;                          // L(store_state::serial_lock)
 };
 
 struct key;
@@ -65,15 +67,16 @@ struct link_set : rcu_obj_base<link_set, link_set_reclaim> {
 
 struct key {
   key_serial serial = 0;                    // I
-  key_type_rec* type = nullptr;             // L: serial_lock (retyped when its type is reaped)
+  key_type_rec* type = nullptr;             // L(store_state::serial_lock); retyped when reaped
   std::string description;                  // I
-  std::string payload;                      // L: serial_lock (destroyed by the collector)
+  std::string payload;                      // L(store_state::serial_lock); the collector frees it
   bool keyring = false;                     // I
   std::atomic<std::int64_t> expiry{never};  // A
   std::atomic<std::uint32_t> flags{0};      // A
   std::atomic<int> usage{0};                // A: links and key_refs
-  std::mutex keyring_lock;                  // serialises link-set replacement
-  std::atomic<link_set*> links{nullptr};    // A: RCU-protected (keyrings only)
+  // Serialises link-set replacement; readers follow `links` under RCU.
+  quiesce::detail::mutex keyring_lock{"keys keyring_lock"};
+  std::atomic<link_set*> links{nullptr};  // A: RCU-protected (keyrings only), written under keyring_lock
 };
 
 struct store_state {
@@ -81,19 +84,20 @@ struct store_state {
   store_options opt;        // I (normalised)
   workqueue* wq = nullptr;  // I
 
-  mutable std::mutex serial_lock;
-  std::map<key_serial, std::unique_ptr<key>> tree;             // L: serial_lock
-  std::map<std::string, std::unique_ptr<key_type_rec>> types;  // L: serial_lock
-  key_type_rec dead_type{".dead", {}, true};                   // I
-  key_serial root = 0;                                         // I after construction
-  std::uint64_t rng_state = 0;                                 // L: serial_lock
+  mutable quiesce::detail::mutex serial_lock{"keys serial_lock"};
+  std::map<key_serial, std::unique_ptr<key>> tree QUIESCE_GUARDED_BY(serial_lock);
+  std::map<std::string, std::unique_ptr<key_type_rec>> types QUIESCE_GUARDED_BY(serial_lock);
+  key_type_rec dead_type{".dead", {}, true};  // I
+  key_serial root = 0;                        // I after construction
+  std::uint64_t rng_state QUIESCE_GUARDED_BY(serial_lock) = 0;
 
   // Collector requests and the type being reaped.
   std::atomic<std::uint32_t> gc_flags{0};  // A
-  key_type_rec* reaping_type = nullptr;    // L: serial_lock
-  std::mutex unregister_lock;              // one type unregistration at a time
-  std::mutex reap_lock;
-  std::condition_variable reap_done;  // signalled when gc_reaping_keytype clears
+  key_type_rec* reaping_type QUIESCE_GUARDED_BY(serial_lock) = nullptr;
+  quiesce::detail::mutex unregister_lock{"keys unregister_lock"};  // one unregistration at a time
+  // An unregistration waits on reap_done (under reap_lock) for gc_reaping_keytype to clear.
+  quiesce::detail::mutex reap_lock{"keys reap_lock"};
+  std::condition_variable reap_done;
 
   // Collector state: touched only by its work item (W).
   bool in_pass = false;
@@ -122,7 +126,7 @@ void key_put(store_state& st, key& k) noexcept;
 // Link-set replacement (key_store.cpp): publishes `keys` as the keyring's links and retires
 // the old set, which drops `removed` references after a grace period. keyring_lock held.
 void publish_links(store_state& st, key& keyring, std::vector<key*> keys,
-                   std::vector<key*> removed);
+                   std::vector<key*> removed) QUIESCE_REQUIRES(keyring.keyring_lock);
 
 // The collector (collector.cpp).
 void schedule_gc(store_state& st, bool expired) noexcept;

@@ -64,15 +64,15 @@ struct key_store::impl {
   explicit impl(const store_options& o) : st(o) {}
   store_state st;
 
-  // The key of `serial` (L: serial_lock); ENOKEY if absent or dead.
-  key& find_locked(key_serial serial) const {
+  // The key of `serial`; ENOKEY if absent or dead.
+  key& find_locked(key_serial serial) const QUIESCE_REQUIRES(st.serial_lock) {
     const auto it = st.tree.find(serial);
     if (it == st.tree.end() || (it->second->flags.load() & flag_dead)) {
       throw std::system_error(ENOKEY, std::generic_category(), fmt::format("key {}", serial));
     }
     return *it->second;
   }
-  key& keyring_locked(key_serial serial) const {
+  key& keyring_locked(key_serial serial) const QUIESCE_REQUIRES(st.serial_lock) {
     key& k = find_locked(serial == 0 ? st.root : serial);
     if (!k.keyring) {
       throw std::system_error(ENOTDIR, std::generic_category(),
@@ -81,7 +81,7 @@ struct key_store::impl {
     return k;
   }
 
-  key_serial new_serial_locked() {
+  key_serial new_serial_locked() QUIESCE_REQUIRES(st.serial_lock) {
     for (;;) {  // random 31-bit serials >= 3, as the kernel's key_alloc_serial
       const auto serial = static_cast<key_serial>(xorshift64(st.rng_state) & 0x7fffffff);
       if (serial >= 3 && !st.tree.count(serial)) return serial;
@@ -93,7 +93,7 @@ struct key_store::impl {
     key* created = nullptr;
     key* keyring = nullptr;
     {
-      std::lock_guard guard(st.serial_lock);
+      quiesce::detail::lock_guard guard(st.serial_lock);
       const auto t = st.types.find(std::string(type));
       if (t == st.types.end() || t->second->dead) {
         throw std::system_error(EINVAL, std::generic_category(),
@@ -111,7 +111,7 @@ struct key_store::impl {
       st.tree.emplace(k->serial, std::move(k));
     }
     if (keyring) {
-      std::lock_guard guard(keyring->keyring_lock);
+      quiesce::detail::lock_guard guard(keyring->keyring_lock);
       link_set* cur = keyring->links.load(std::memory_order_acquire);
       std::vector<key*> keys = cur ? cur->keys : std::vector<key*>{};
       keys.insert(std::upper_bound(keys.begin(), keys.end(), created), created);
@@ -122,7 +122,7 @@ struct key_store::impl {
 
   // Finds two keys under the serial lock; their lifetime is then kept by a reference.
   std::pair<key*, key*> pin(key_serial keyring_serial, key_serial key_serial_) {
-    std::lock_guard guard(st.serial_lock);
+    quiesce::detail::lock_guard guard(st.serial_lock);
     key& r = keyring_locked(keyring_serial);
     key& k = find_locked(key_serial_);
     key_get(r);
@@ -147,9 +147,9 @@ key_store::key_store(store_options options) : impl_(std::make_unique<impl>(optio
 key_store::~key_store() {
   store_state& st = impl_->st;
   {
-    std::lock_guard guard(st.serial_lock);
+    quiesce::detail::lock_guard guard(st.serial_lock);
     key& root = impl_->find_locked(st.root);
-    std::lock_guard kg(root.keyring_lock);
+    quiesce::detail::lock_guard kg(root.keyring_lock);
     link_set* cur = root.links.load();
     std::vector<key*> removed = cur ? cur->keys : std::vector<key*>{};
     publish_links(st, root, {}, std::move(removed));
@@ -159,7 +159,7 @@ key_store::~key_store() {
   for (;;) {
     gc_wait_idle();
     {
-      std::lock_guard guard(st.serial_lock);
+      quiesce::detail::lock_guard guard(st.serial_lock);
       if (st.tree.empty()) break;
     }
     gc_request();
@@ -189,7 +189,7 @@ key_serial key_store::add_keyring(std::string description, key_serial parent) {
 void key_store::link(key_serial keyring_serial, key_serial key_serial_) {
   auto [r, k] = impl_->pin(keyring_serial, key_serial_);
   {
-    std::lock_guard guard(r->keyring_lock);
+    quiesce::detail::lock_guard guard(r->keyring_lock);
     link_set* cur = r->links.load(std::memory_order_acquire);
     std::vector<key*> keys = cur ? cur->keys : std::vector<key*>{};
     const auto at = std::lower_bound(keys.begin(), keys.end(), k);
@@ -207,7 +207,7 @@ void key_store::unlink(key_serial keyring_serial, key_serial key_serial_) {
   auto [r, k] = impl_->pin(keyring_serial, key_serial_);
   bool found = false;
   {
-    std::lock_guard guard(r->keyring_lock);
+    quiesce::detail::lock_guard guard(r->keyring_lock);
     link_set* cur = r->links.load(std::memory_order_acquire);
     std::vector<key*> keys = cur ? cur->keys : std::vector<key*>{};
     const auto at = std::lower_bound(keys.begin(), keys.end(), k);
@@ -228,12 +228,12 @@ void key_store::unlink(key_serial keyring_serial, key_serial key_serial_) {
 void key_store::clear(key_serial keyring_serial) {
   key* r = nullptr;
   {
-    std::lock_guard guard(impl_->st.serial_lock);
+    quiesce::detail::lock_guard guard(impl_->st.serial_lock);
     r = &impl_->keyring_locked(keyring_serial);
     key_get(*r);
   }
   {
-    std::lock_guard guard(r->keyring_lock);
+    quiesce::detail::lock_guard guard(r->keyring_lock);
     link_set* cur = r->links.load(std::memory_order_acquire);
     if (cur && !cur->keys.empty()) publish_links(impl_->st, *r, {}, cur->keys);
   }
@@ -242,7 +242,7 @@ void key_store::clear(key_serial keyring_serial) {
 
 void key_store::mark(key_serial serial, std::uint32_t flag, bool schedule_now) {
   impl& im = *impl_;
-  std::lock_guard guard(im.st.serial_lock);
+  quiesce::detail::lock_guard guard(im.st.serial_lock);
   key& k = im.find_locked(serial);
   k.flags.fetch_or(flag);
   if (flag == flag_revoked) {
@@ -267,7 +267,7 @@ void key_store::set_timeout(key_serial serial, std::chrono::nanoseconds timeout)
   if (timeout < std::chrono::nanoseconds::zero()) {
     throw std::system_error(EINVAL, std::generic_category(), "timeout: negative");
   }
-  std::lock_guard guard(impl_->st.serial_lock);
+  quiesce::detail::lock_guard guard(impl_->st.serial_lock);
   key& k = impl_->find_locked(serial);
   if (timeout == std::chrono::nanoseconds::zero()) {
     k.expiry.store(never);
@@ -280,7 +280,7 @@ void key_store::set_timeout(key_serial serial, std::chrono::nanoseconds timeout)
 }
 
 std::string key_store::read(key_serial serial) const {
-  std::lock_guard guard(impl_->st.serial_lock);
+  quiesce::detail::lock_guard guard(impl_->st.serial_lock);
   key& k = impl_->find_locked(serial);
   if (k.flags.load() & flag_revoked) {
     throw std::system_error(EKEYREVOKED, std::generic_category(), fmt::format("key {}", serial));
@@ -303,7 +303,7 @@ void key_store::for_each_link(key_serial keyring_serial,
                               const std::function<void(const std::string&, key_serial)>& fn) const {
   key* r = nullptr;
   {
-    std::lock_guard guard(impl_->st.serial_lock);
+    quiesce::detail::lock_guard guard(impl_->st.serial_lock);
     r = &impl_->keyring_locked(keyring_serial);
     key_get(*r);
   }
@@ -318,7 +318,7 @@ void key_store::for_each_link(key_serial keyring_serial,
 }
 
 key_info key_store::info(key_serial serial) const {
-  std::lock_guard guard(impl_->st.serial_lock);
+  quiesce::detail::lock_guard guard(impl_->st.serial_lock);
   const auto it = impl_->st.tree.find(serial);
   if (it == impl_->st.tree.end()) {
     throw std::system_error(ENOKEY, std::generic_category(), fmt::format("key {}", serial));
@@ -338,24 +338,24 @@ key_info key_store::info(key_serial serial) const {
 }
 
 bool key_store::exists(key_serial serial) const {
-  std::lock_guard guard(impl_->st.serial_lock);
+  quiesce::detail::lock_guard guard(impl_->st.serial_lock);
   return impl_->st.tree.count(serial) != 0;
 }
 
 std::size_t key_store::live_keys() const {
-  std::lock_guard guard(impl_->st.serial_lock);
+  quiesce::detail::lock_guard guard(impl_->st.serial_lock);
   return impl_->st.tree.size();
 }
 
 key_ref key_store::get(key_serial serial) {
-  std::lock_guard guard(impl_->st.serial_lock);
+  quiesce::detail::lock_guard guard(impl_->st.serial_lock);
   key& k = impl_->find_locked(serial);
   key_get(k);
   return key_ref(this, &k);
 }
 
 void key_store::register_type(std::string name, std::function<void(std::string&)> destroy) {
-  std::lock_guard guard(impl_->st.serial_lock);
+  quiesce::detail::lock_guard guard(impl_->st.serial_lock);
   if (impl_->st.types.count(name)) {
     throw std::system_error(EEXIST, std::generic_category(), "key type '" + name + "'");
   }
@@ -367,9 +367,9 @@ void key_store::register_type(std::string name, std::function<void(std::string&)
 
 void key_store::unregister_type(std::string_view name) {
   store_state& st = impl_->st;
-  std::lock_guard one_at_a_time(st.unregister_lock);
+  quiesce::detail::lock_guard one_at_a_time(st.unregister_lock);
   {
-    std::lock_guard guard(st.serial_lock);
+    quiesce::detail::lock_guard guard(st.serial_lock);
     const auto t = st.types.find(std::string(name));
     if (name == "keyring" || name == "user" || t == st.types.end() || t->second->dead) {
       throw std::system_error(EINVAL, std::generic_category(),
@@ -384,8 +384,9 @@ void key_store::unregister_type(std::string_view name) {
   schedule_gc(st, false);
   {
     may_block blocking;
-    std::unique_lock lk(st.reap_lock);
-    st.reap_done.wait(lk, [&] { return !(st.gc_flags.load() & gc_reaping_keytype); });
+    quiesce::detail::unique_lock lk(st.reap_lock);
+    while (st.gc_flags.load() & gc_reaping_keytype)
+      lk.wait(st.reap_done);
   }
 }
 

@@ -18,8 +18,9 @@
 // the inode's verity changes, lookups give a new node, and an open of a node whose state
 // is no longer the inode's answers ESTALE (the kernel then looks the name up again).
 //
-// Locking legend: I = set before the node or filesystem is shared, read-only after;
-// T = filesystem::table held; V = identity::lock held; A = atomic. Lock order: table, then
+// Protection legend (docs/DESIGN.md): I (set before the node or filesystem is shared), A,
+// L(lock) - QUIESCE_GUARDED_BY where the lock is a member of the same object: here
+// L(table) is filesystem::table, L(who->lock) the node's identity's lock. Lock order: table, then
 // an identity's publish lock, then its lock. No lock is held across a call into libfuse
 // that waits for the kernel (notify_inval_inode), nor across building a tree.
 #pragma once
@@ -43,7 +44,7 @@
 #include <utility>
 #include <vector>
 
-#include "../base/thread_annotations.hpp"
+#include "../base/mutex.hpp"
 #include "quiesce/mount/verity_fs.hpp"
 #include "quiesce/verity.hpp"
 #include "quiesce/workqueue.hpp"
@@ -92,7 +93,7 @@ struct identity {
   const ino_t ino;     // I
   const fd_t path_fd;  // I: O_PATH|O_NOFOLLOW
 
-  quiesce::detail::mutex lock;
+  quiesce::detail::mutex lock{"mount identity::lock"};
   // The verity the inode is known to have (a sidecar found under one of its names, or an
   // enable through the mount) and an open descriptor of that sidecar.
   std::optional<descriptor> desc QUIESCE_GUARDED_BY(lock);
@@ -114,11 +115,11 @@ struct node {
   std::shared_ptr<identity> who;   // I
   mode_t type = 0;                 // I: S_IFMT bits
   std::optional<descriptor> desc;  // I: the verity this node shows (none: plain)
-  std::uint64_t nlookup = 0;       // T
+  std::uint64_t nlookup = 0;       // L(table)
   // The name it was last looked up, created or renamed under (enable places the sidecar
   // next to it).
-  std::shared_ptr<node> parent;  // T
-  std::string name;              // T
+  std::shared_ptr<node> parent;  // L(table)
+  std::string name;              // L(table)
   int fd() const noexcept { return who->path_fd.get(); }
   bool is_dir() const noexcept { return S_ISDIR(type); }
   bool is_reg() const noexcept { return S_ISREG(type); }
@@ -132,7 +133,7 @@ struct handle {
   bool writable = false;    // I: counted in the identity's writers
   // Set at the open of a verity node, or at the first read after the inode became a
   // verity file; then never changed.
-  std::shared_ptr<verified_file> verity;  // V (n->who->lock)
+  std::shared_ptr<verified_file> verity;  // L(n->who->lock)
 };
 
 // An open directory: its descriptor and a snapshot of its entries (sidecars left out).
@@ -167,7 +168,7 @@ struct filesystem {
   std::atomic<bool> read_ahead_set{false};  // A
   void set_read_ahead();
 
-  quiesce::detail::mutex table;
+  quiesce::detail::mutex table{"mount filesystem::table"};
   std::unordered_map<fuse_ino_t, std::shared_ptr<node>> nodes QUIESCE_GUARDED_BY(table);
   std::map<std::string, fuse_ino_t> by_key QUIESCE_GUARDED_BY(table);
   std::map<std::pair<dev_t, ino_t>, std::weak_ptr<identity>> identities QUIESCE_GUARDED_BY(table);

@@ -4,36 +4,23 @@
 // build. Not installed.
 #pragma once
 
+#include "../base/mutant.hpp"
+
 namespace quiesce::mount::detail::mutant {
 
-#ifdef QUIESCE_MUTANT_MOUNT_LOOKUP_FOLLOWS
-inline constexpr bool lookup_follows = true;  // lookups follow a symlink (no O_NOFOLLOW)
-#else
-inline constexpr bool lookup_follows = false;
-#endif
+// lookups follow a symlink (no O_NOFOLLOW)
+inline constexpr bool lookup_follows = QUIESCE_MUTANT(MOUNT_LOOKUP_FOLLOWS);
 
-#ifdef QUIESCE_MUTANT_MOUNT_ENABLE_IGNORES_WRITERS
-inline constexpr bool enable_ignores_writers = true;  // enable with writers open
-#else
-inline constexpr bool enable_ignores_writers = false;
-#endif
+// enable with writers open
+inline constexpr bool enable_ignores_writers = QUIESCE_MUTANT(MOUNT_ENABLE_IGNORES_WRITERS);
 
-#ifdef QUIESCE_MUTANT_MOUNT_NO_INVALIDATE
-inline constexpr bool no_invalidate = true;  // an enable keeps the plain pages cached
-#else
-inline constexpr bool no_invalidate = false;
-#endif
+// an enable keeps the plain pages cached
+inline constexpr bool no_invalidate = QUIESCE_MUTANT(MOUNT_NO_INVALIDATE);
 
-#ifdef QUIESCE_MUTANT_MOUNT_NO_RECHECK
-inline constexpr bool no_recheck = true;  // a plain node's open ignores a new sidecar
-#else
-inline constexpr bool no_recheck = false;
-#endif
+// a plain node's open ignores a new sidecar
+inline constexpr bool no_recheck = QUIESCE_MUTANT(MOUNT_NO_RECHECK);
 
-#ifdef QUIESCE_MUTANT_MOUNT_STALE_TREE
-inline constexpr bool stale_tree = true;  // a kept tree serves its inode's next descriptor
-#else
-inline constexpr bool stale_tree = false;
-#endif
+// a kept tree serves its inode's next descriptor
+inline constexpr bool stale_tree = QUIESCE_MUTANT(MOUNT_STALE_TREE);
 
 }  // namespace quiesce::mount::detail::mutant

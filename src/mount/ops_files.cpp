@@ -218,7 +218,11 @@ void op_release(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
 void op_read(fuse_req_t req, fuse_ino_t ino, std::size_t size, off_t off, fuse_file_info* fi) {
   filesystem& f = fs_of(req);
   auto* h = reinterpret_cast<handle*>(fi->fh);
-  identity& id = *h->n->who;
+  // A reference of our own: a plain read holds `plain` until after its reply, and once the
+  // reply is sent the kernel may release the handle and forget the node - the last other
+  // owners of the identity whose lock `plain` still has to release.
+  const std::shared_ptr<identity> who = h->n->who;
+  identity& id = *who;
   std::shared_ptr<verified_file> v;
   std::shared_lock plain(id.publish, std::defer_lock);
   {

@@ -14,8 +14,9 @@
 // An identity holds its kept file only while the kernel knows one of its nodes: a file
 // unlinked and forgotten is closed and its space freed, as without the cache.
 //
-// Locking legend: R = retained_files::lock, taken with no other lock held; it is never
-// held while an identity's lock is taken (let_go runs after it is released).
+// Protection legend (docs/DESIGN.md): L(lock_) - QUIESCE_GUARDED_BY - taken with no other
+// lock held; it is never held while an identity's lock is taken (let_go runs after it is
+// released).
 #pragma once
 
 #include <cstddef>
@@ -24,7 +25,7 @@
 #include <memory>
 #include <vector>
 
-#include "../base/thread_annotations.hpp"
+#include "../base/mutex.hpp"
 
 namespace quiesce::mount::detail {
 
@@ -51,7 +52,7 @@ class retained_files {
 
   const std::size_t max_files_;
   const std::size_t max_bytes_;
-  quiesce::detail::mutex lock_;
+  quiesce::detail::mutex lock_{"mount retained_files::lock_"};
   order lru_ QUIESCE_GUARDED_BY(lock_);  // most recently closed first
   std::map<std::weak_ptr<identity>, order::iterator, std::owner_less<>> where_
       QUIESCE_GUARDED_BY(lock_);

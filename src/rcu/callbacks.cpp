@@ -193,7 +193,7 @@ bool on_callback_thread_of(const rcu_state& st) noexcept {
 int start_callback_thread(rcu_state& st) noexcept {
   rcu_callbacks& cb = st.callbacks;
   if (cb.started.load(std::memory_order_acquire)) return 0;
-  std::lock_guard guard(cb.start_lock);
+  lock_guard guard(cb.start_lock);
   if (cb.started.load(std::memory_order_relaxed)) return 0;
   pthread_attr_t attr;
   if (const int err = ::pthread_attr_init(&attr); err != 0) return err;
@@ -369,15 +369,15 @@ rcu_stats rcu_domain_stats(rcu_domain& domain) {
   s.stalls = st.stalls.load(std::memory_order_relaxed);
   s.hung_waiters = st.hung.load(std::memory_order_relaxed);
   {
-    std::lock_guard guard(st.registry_lock);
+    detail::lock_guard guard(st.registry_lock);
     s.registered_threads = static_cast<int>(st.readers.size());
   }
   {
-    std::lock_guard guard(st.waiters_lock);
+    detail::lock_guard guard(st.waiters_lock);
     s.waiting_threads = static_cast<int>(st.waiters.size());
   }
   {
-    std::lock_guard guard(st.stats_lock);
+    detail::lock_guard guard(st.stats_lock);
     s.gp_duration_ns = st.gp_duration_ns;
   }
   s.membarrier =

@@ -124,7 +124,7 @@ void register_thread(rcu_kind k) noexcept {
       ~early() {
         if (!armed) return;
         rcu_state& s = state_of(k);
-        std::lock_guard g(s.registry_lock);
+        lock_guard g(s.registry_lock);
         if (flavor_of(k).my_entry().node.linked()) s.readers.erase(&flavor_of(k).my_entry());
       }
     };
@@ -134,7 +134,7 @@ void register_thread(rcu_kind k) noexcept {
     mine.armed = true;
   }
   rcu_state& st = state_of(k);
-  std::lock_guard guard(st.registry_lock);
+  lock_guard guard(st.registry_lock);
   e.tid = this_thread_tid();
   st.readers.push_back(&e);
   f.my_registered() = true;
@@ -161,7 +161,7 @@ void unregister_thread(rcu_kind k) noexcept {
   if (!f.marked_sections) qs_offline(k);
   rcu_state& st = state_of(k);
   {
-    std::lock_guard guard(st.registry_lock);
+    lock_guard guard(st.registry_lock);
     if (f.my_entry().node.linked()) st.readers.erase(&f.my_entry());
   }
   f.my_registered() = false;  // a later lock()/online registers again
@@ -195,7 +195,7 @@ void this_thread_name_into(char (&out)[thread_name_len]) noexcept {
   std::memcpy(out, buf, sizeof(buf));
 }
 
-void reset_registry_in_child(rcu_state& st) noexcept {
+void reset_registry_in_child(rcu_state& st) noexcept QUIESCE_REQUIRES(st.registry_lock) {
   // Only the forking thread exists in the child: every other entry names a thread that is
   // gone (its storage is still mapped, never to change again).
   rcu_reader_entry* mine = &st.flavor.my_entry();
@@ -208,9 +208,8 @@ void reset_registry_in_child(rcu_state& st) noexcept {
   st.flavor.waiting.store(0, std::memory_order_relaxed);
 }
 
-rcu_state* const* all_states(std::size_t& n) noexcept {
-  n = 3;
-  return states();
+std::span<rcu_state* const> all_states() noexcept {
+  return {states(), 3};
 }
 
 void memb_nesting_overflow() noexcept {

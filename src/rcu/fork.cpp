@@ -10,41 +10,35 @@
 // callback threads held, and starts new callback threads.
 #include <pthread.h>
 
-#include <mutex>
-
 #include "internal.hpp"
 
 namespace quiesce::detail {
 
 namespace {
 
-std::mutex fork_lock;  // one fork at a time is prepared (outermost RCU lock)
+mutex fork_lock{"rcu fork_lock"};  // one fork at a time is prepared (outermost RCU lock)
 // W: the forking thread's online state, restored after the fork in parent and child.
 thread_local constinit bool was_online_qsbr = false;
 thread_local constinit bool was_online_tasks = false;
-
-template <typename F>
-void for_each_state(F f) noexcept {
-  std::size_t n = 0;
-  rcu_state* const* states = all_states(n);
-  for (std::size_t i = 0; i < n; ++i)
-    f(*states[i]);
-}
-
-template <typename F>
-void for_each_state_reversed(F f) noexcept {
-  std::size_t n = 0;
-  rcu_state* const* states = all_states(n);
-  for (std::size_t i = n; i-- > 0;)
-    f(*states[i]);
-}
 
 void restore_online() noexcept {
   if (was_online_tasks) rcu_thread_online(rcu_tasks_domain());
   if (was_online_qsbr) rcu_thread_online(rcu_qsbr_domain());
 }
 
-void unlock_all(rcu_state& st) noexcept {
+void lock_all(rcu_state& st) noexcept
+    QUIESCE_ACQUIRE(st.gp_mutex, st.registry_lock, st.waiters_lock, st.stats_lock,
+                    st.callbacks.start_lock) {
+  st.gp_mutex.lock();  // no grace period is in progress from here to the fork
+  st.registry_lock.lock();
+  st.waiters_lock.lock();
+  st.stats_lock.lock();
+  st.callbacks.start_lock.lock();
+}
+
+void unlock_all(rcu_state& st) noexcept
+    QUIESCE_RELEASE(st.gp_mutex, st.registry_lock, st.waiters_lock, st.stats_lock,
+                    st.callbacks.start_lock) {
   st.callbacks.start_lock.unlock();
   st.stats_lock.unlock();
   st.waiters_lock.unlock();
@@ -52,7 +46,9 @@ void unlock_all(rcu_state& st) noexcept {
   st.gp_mutex.unlock();
 }
 
-void before_fork() noexcept {
+// The three handlers hand the locks from the prepare handler to the parent's and child's
+// (pthread_atfork), which the analysis cannot follow; the checked builds assert them held.
+void before_fork() noexcept QUIESCE_NO_THREAD_SAFETY_ANALYSIS {
   if ((tls_memb.word.load(std::memory_order_relaxed) & memb_nest_mask) != 0) {
     // A grace period in progress would wait for this thread, and this thread for it.
     die("fork() called inside a read-side critical section of rcu_default_domain(); "
@@ -64,31 +60,35 @@ void before_fork() noexcept {
   if (was_online_tasks) rcu_thread_offline(rcu_tasks_domain());
   fork_lock.lock();
   // Callbacks first: one may itself wait for a grace period, which needs gp_mutex.
-  for_each_state([](rcu_state& st) { pause_callbacks_for_fork(st); });
-  for_each_state([](rcu_state& st) {
-    st.gp_mutex.lock();  // no grace period is in progress from here to the fork
-    st.registry_lock.lock();
-    st.waiters_lock.lock();
-    st.stats_lock.lock();
-    st.callbacks.start_lock.lock();
-  });
+  for (rcu_state* st : all_states())
+    pause_callbacks_for_fork(*st);
+  for (rcu_state* st : all_states())
+    lock_all(*st);
 }
 
-void after_fork_parent() noexcept {
-  for_each_state_reversed([](rcu_state& st) { unlock_all(st); });
-  for_each_state([](rcu_state& st) { resume_callbacks_after_fork(st); });
+void after_fork_parent() noexcept QUIESCE_NO_THREAD_SAFETY_ANALYSIS {
+  fork_lock.assert_held();
+  for (auto st = all_states().rbegin(); st != all_states().rend(); ++st)
+    unlock_all(**st);
+  for (rcu_state* st : all_states())
+    resume_callbacks_after_fork(*st);
   fork_lock.unlock();
   restore_online();
 }
 
-void after_fork_child() noexcept {
-  for_each_state_reversed([](rcu_state& st) {
-    reset_registry_in_child(st);                    // under registry_lock, still held
+void after_fork_child() noexcept QUIESCE_NO_THREAD_SAFETY_ANALYSIS {
+  fork_lock.assert_held();  // the forking thread is the child's only one, with its locks
+  for (auto it = all_states().rbegin(); it != all_states().rend(); ++it) {
+    rcu_state& st = **it;
+    st.registry_lock.assert_held();
+    reset_registry_in_child(st);
+    st.waiters_lock.assert_held();
     while (rcu_waiter* w = st.waiters.pop_front())  // threads of the parent
       (void)w;
     unlock_all(st);
-  });
-  for_each_state([](rcu_state& st) { restart_callbacks_in_child(st); });
+  }
+  for (rcu_state* st : all_states())
+    restart_callbacks_in_child(*st);
   fork_lock.unlock();
   restore_online();
 }

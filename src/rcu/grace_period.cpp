@@ -45,7 +45,7 @@ void master_barrier(const rcu_state& st) noexcept {
 }
 
 bool any_holdout(rcu_state& st, std::uint64_t gp) noexcept {
-  std::lock_guard guard(st.registry_lock);
+  lock_guard guard(st.registry_lock);
   for (rcu_reader_entry* r = st.readers.front(); r; r = st.readers.next(r)) {
     if (st.flavor.holds(r->word->load(std::memory_order_acquire), gp)) {
       return true;
@@ -58,7 +58,8 @@ bool any_holdout(rcu_state& st, std::uint64_t gp) noexcept {
 // gp_mutex), then (listed as a
 // waiter, the stall detector watching) sleep until a reader leaves its section (or
 // reports, or goes offline, or exits) and wakes us.
-void wait_for_readers(rcu_state& st, std::uint64_t gp, blocking_waiter& me) noexcept {
+void wait_for_readers(rcu_state& st, std::uint64_t gp, blocking_waiter& me) noexcept
+    QUIESCE_REQUIRES(st.gp_mutex) {
 #if defined(QUIESCE_RCU_BROKEN_FOR_TESTS)
   (void)st;
   (void)gp;
@@ -90,7 +91,8 @@ void wait_for_readers(rcu_state& st, std::uint64_t gp, blocking_waiter& me) noex
   }
 }
 
-void run_grace_period(rcu_state& st, std::uint64_t n, blocking_waiter& me) noexcept {
+void run_grace_period(rcu_state& st, std::uint64_t n, blocking_waiter& me) noexcept
+    QUIESCE_REQUIRES(st.gp_mutex) {
   const std::uint64_t start = stat_ns();
   st.gp_start_ns.store(start, std::memory_order_relaxed);
   st.gp_started.store(n, std::memory_order_seq_cst);
@@ -111,7 +113,7 @@ void run_grace_period(rcu_state& st, std::uint64_t n, blocking_waiter& me) noexc
   master_barrier(st);           // readers' accesses are done before anything after the call
   const std::uint64_t end = stat_ns();
   {
-    std::lock_guard guard(st.stats_lock);
+    lock_guard guard(st.stats_lock);
     st.gp_duration_ns.record(end - start);
   }
   if (trace::enabled()) {
@@ -140,7 +142,7 @@ std::uint64_t first_grace_period_from_now(const rcu_state& st) noexcept {
   return want;
 }
 
-void lock_or_die(std::mutex& m, const char* what) noexcept {
+void lock_or_die(mutex& m, const char* what) noexcept QUIESCE_ACQUIRE(m) {
   try {
     m.lock();
   } catch (const std::system_error& e) {
@@ -164,7 +166,7 @@ void synchronize(rcu_state& st) noexcept {
     me.list();  // another caller's grace period is in progress: we block on it
     lock_or_die(st.gp_mutex, "the grace-period mutex");
   }
-  std::lock_guard guard(st.gp_mutex, std::adopt_lock);
+  lock_guard guard(st.gp_mutex, std::adopt_lock);
   if (st.gp_completed.load(std::memory_order_seq_cst) >= want) {
     st.sync_shared.fetch_add(1, std::memory_order_relaxed);
     return;

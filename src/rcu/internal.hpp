@@ -7,9 +7,9 @@
 // own thread, and the list of threads blocked waiting on it (for the hung-waiter report).
 // Lock order: fork lock -> gp_mutex -> registry_lock; waiters_lock and stats_lock are leaves.
 //
-// Legend for the fields below: I immutable once published; A atomic (order at the use);
-// L: lock named; W written only by the owning thread; P the callback thread's, read by a
-// fork child handler only while the thread is paused (fork.cpp).
+// Protection legend (docs/DESIGN.md, "Protection legend"): I, A, L(lock) - QUIESCE_GUARDED_BY
+// where the lock is a member of the same object - W (the owning thread: the registering
+// thread, the callback thread, the forking thread) and D (the watchdog thread).
 //
 // Nothing on the paths of lock()/unlock(), retire(), rcu_synchronize() and rcu_barrier()
 // allocates from the heap: entries and waiter records live in thread-local storage or on
@@ -20,11 +20,13 @@
 
 #include <atomic>
 #include <cstdint>
-#include <mutex>
+#include <span>
 #include <string>
 #include <thread>
 
+#include "../base/mutant.hpp"
 #include "../base/die.hpp"
+#include "../base/mutex.hpp"
 #include "quiesce/clock.hpp"
 #include "quiesce/histogram.hpp"
 #include "quiesce/list.hpp"
@@ -39,36 +41,18 @@ namespace quiesce::detail {
 // the mutant builds define these macros. (The torture test's own two broken builds are in
 // tests/stress.)
 namespace mutant {
-#ifdef QUIESCE_MUTANT_RCU_BARRIER_NO_WAIT  // rcu_barrier queues its marker but does not wait
-inline constexpr bool rcu_barrier_no_wait = true;
-#else
-inline constexpr bool rcu_barrier_no_wait = false;
-#endif
-#ifdef QUIESCE_MUTANT_RCU_CHILD_KEEPS_READERS  // a fork child keeps the parent's other readers
-inline constexpr bool rcu_child_keeps_readers = true;
-#else
-inline constexpr bool rcu_child_keeps_readers = false;
-#endif
-#ifdef QUIESCE_MUTANT_RCU_REGISTRATION_ALLOCATES  // registering copies the name to the heap
-inline constexpr bool rcu_registration_allocates = true;
-#else
-inline constexpr bool rcu_registration_allocates = false;
-#endif
-#ifdef QUIESCE_MUTANT_RCU_UNREGISTER_EARLY  // a thread leaves the registry in a thread_local
-inline constexpr bool rcu_unregister_early = true;  // destructor, before earlier ones run
-#else
-inline constexpr bool rcu_unregister_early = false;
-#endif
-#ifdef QUIESCE_MUTANT_RCU_MEMBARRIER_FALLBACK          // a failing membarrier falls back to a fence
-inline constexpr bool rcu_membarrier_fallback = true;  // (readers keep compiler barriers)
-#else
-inline constexpr bool rcu_membarrier_fallback = false;
-#endif
-#ifdef QUIESCE_MUTANT_RCU_COOKIE_NO_FENCE          // a cookie's grace-period number is read with no
-inline constexpr bool rcu_cookie_no_fence = true;  // full fence after the caller's removal
-#else
-inline constexpr bool rcu_cookie_no_fence = false;
-#endif
+// rcu_barrier queues its marker but does not wait
+inline constexpr bool rcu_barrier_no_wait = QUIESCE_MUTANT(RCU_BARRIER_NO_WAIT);
+// a fork child keeps the parent's other readers
+inline constexpr bool rcu_child_keeps_readers = QUIESCE_MUTANT(RCU_CHILD_KEEPS_READERS);
+// registering copies the name to the heap
+inline constexpr bool rcu_registration_allocates = QUIESCE_MUTANT(RCU_REGISTRATION_ALLOCATES);
+// a thread leaves the registry in a thread_local destructor, before earlier ones run
+inline constexpr bool rcu_unregister_early = QUIESCE_MUTANT(RCU_UNREGISTER_EARLY);
+// a failing membarrier falls back to a fence (readers keep compiler barriers)
+inline constexpr bool rcu_membarrier_fallback = QUIESCE_MUTANT(RCU_MEMBARRIER_FALLBACK);
+// a cookie's grace-period number is read with no full fence after the caller's removal
+inline constexpr bool rcu_cookie_no_fence = QUIESCE_MUTANT(RCU_COOKIE_NO_FENCE);
 }  // namespace mutant
 
 // Linux's TASK_COMM_LEN: a thread name and its terminating NUL.
@@ -80,17 +64,17 @@ inline constexpr std::size_t thread_name_len = 16;
 // (a pthread key destructor, domain.cpp) unregisters it.
 struct rcu_reader_entry {
   std::atomic<std::uint64_t>* word = nullptr;  // I: the thread's TLS word or counter
-  pid_t tid = 0;                               // L: registry_lock (rewritten in a fork child)
+  pid_t tid = 0;                               // L(rcu_state::registry_lock); a fork child rewrites it
   char name[thread_name_len] = {};             // I
-  list_node node;                              // L: registry_lock
+  list_node node;                              // L(rcu_state::registry_lock)
 };
 
 // A thread blocked in rcu_synchronize / rcu_barrier (on its stack while it waits).
 struct rcu_waiter {
   pid_t tid = 0;               // I (its name is read at report time)
   std::uint64_t since_ns = 0;  // I
-  bool reported = false;       // L: waiters_lock
-  list_node node;              // L: waiters_lock
+  bool reported = false;       // L(rcu_state::waiters_lock)
+  list_node node;              // L(rcu_state::waiters_lock)
 };
 
 // What differs between the three domains; everything else - the registry, the grace-period
@@ -135,13 +119,14 @@ struct rcu_callbacks {
   std::atomic<std::uint32_t> wake{0};    // A: bumped to wake the thread
   std::atomic<bool> sleeping{false};     // A: seq_cst with head (Dekker)
   std::atomic<bool> started{false};      // A: the thread runs (never joined; see rcu.hpp)
-  std::mutex start_lock;                 // serialises starting the thread
+  mutex start_lock{"rcu callbacks.start_lock"};  // serialises starting the thread
   // Fork (fork.cpp): `pause` asks the thread to stop before its next callback; `busy` says
   // it may be inside one (Dekker, seq_cst). `in_hand` is the batch it took and has not run
   // yet (oldest first), for a fork child to queue again.
   std::atomic<std::uint32_t> pause{0};                                          // A
   std::atomic<std::uint32_t> busy{0};                                           // A
-  std::atomic<rcu_head*> in_hand{nullptr};                                      // P
+  // W: the callback thread's; a fork child handler reads it while the thread is paused.
+  std::atomic<rcu_head*> in_hand{nullptr};
   std::atomic<std::uint64_t> queued{0}, invoked{0}, batches{0}, exceptions{0};  // A
 };
 
@@ -168,26 +153,27 @@ struct rcu_state {
   const char* name;          // I: flavor.name
   const rcu_kind kind;       // I: flavor.kind
 
-  std::mutex registry_lock;
-  intrusive_list<rcu_reader_entry, &rcu_reader_entry::node> readers;  // L: registry_lock
+  mutex registry_lock{"rcu registry_lock"};
+  intrusive_list<rcu_reader_entry, &rcu_reader_entry::node> readers
+      QUIESCE_GUARDED_BY(registry_lock);
 
-  std::mutex gp_mutex;                         // one grace period at a time
+  mutex gp_mutex{"rcu gp_mutex"};              // one grace period at a time
   std::atomic<std::uint64_t> gp_started{0};    // A: written under gp_mutex
   std::atomic<std::uint64_t> gp_completed{0};  // A: written under gp_mutex
   std::atomic<std::uint64_t> gp_start_ns{0};   // A: start of the grace period in progress
-  gp_spin_budget spin;                         // L: gp_mutex
+  gp_spin_budget spin QUIESCE_GUARDED_BY(gp_mutex);
 
-  std::mutex stats_lock;
-  histogram gp_duration_ns;                                             // L: stats_lock
+  mutex stats_lock{"rcu stats_lock"};
+  histogram gp_duration_ns QUIESCE_GUARDED_BY(stats_lock);
   std::atomic<std::uint64_t> sync_calls{0}, sync_shared{0}, misuse{0};  // A
   std::atomic<std::uint64_t> stall_infos{0}, stalls{0}, hung{0};        // A
 
-  std::mutex waiters_lock;
-  intrusive_list<rcu_waiter, &rcu_waiter::node> waiters;  // L: waiters_lock
+  mutex waiters_lock{"rcu waiters_lock"};
+  intrusive_list<rcu_waiter, &rcu_waiter::node> waiters QUIESCE_GUARDED_BY(waiters_lock);
 
   rcu_callbacks callbacks;
 
-  // W: the watchdog thread only.
+  // D: the watchdog thread only.
   std::uint64_t info_gp = 0, next_info_ns = 0, info_interval_ns = 0, stalled_gp = 0;
 };
 
@@ -204,7 +190,7 @@ class blocking_waiter {
   ~blocking_waiter() {
     if (held_) watchdog_release();
     if (listed_) {
-      std::lock_guard guard(st_.waiters_lock);
+      lock_guard guard(st_.waiters_lock);
       st_.waiters.erase(&w_);
     }
   }
@@ -213,7 +199,7 @@ class blocking_waiter {
     listed_ = true;
     w_.tid = this_thread_tid();
     w_.since_ns = stat_ns();
-    std::lock_guard guard(st_.waiters_lock);
+    lock_guard guard(st_.waiters_lock);
     st_.waiters.push_back(&w_);
   }
   void hold() noexcept {
@@ -247,7 +233,7 @@ class offline_for_wait {
 
 rcu_state& state_of(rcu_domain& d) noexcept;
 rcu_state& state_of(rcu_kind k) noexcept;
-rcu_state* const* all_states(std::size_t& n) noexcept;  // the three domains
+std::span<rcu_state* const> all_states() noexcept;  // the three domains
 
 // Grace periods (grace_period.cpp): wait for one; the number of the first grace period that
 // starts after the call (a full fence first).
@@ -268,7 +254,7 @@ bool on_callback_thread_of(const rcu_state& st) noexcept;
 
 // Registry and readers (domain.cpp), for fork.cpp: in a fork child only the forking thread
 // exists; drop every other thread's entry and reset the wake-up words.
-void reset_registry_in_child(rcu_state& st) noexcept;
+void reset_registry_in_child(rcu_state& st) noexcept QUIESCE_REQUIRES(st.registry_lock);
 
 // Installs the fork handlers (fork.cpp), once; called when the library loads.
 void install_fork_handlers() noexcept;

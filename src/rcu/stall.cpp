@@ -26,7 +26,7 @@ void report_stall(rcu_state& st, std::uint64_t gp, std::uint64_t now, std::uint6
   std::string msg = fmt::format("INFO: {} detected stalls on threads:", st.name);
   int holdouts = 0;
   {
-    std::lock_guard guard(st.registry_lock);
+    lock_guard guard(st.registry_lock);
     for (rcu_reader_entry* r = st.readers.front(); r; r = st.readers.next(r)) {
       const std::uint64_t word = r->word->load(std::memory_order_acquire);
       if (!st.flavor.holds(word, gp)) continue;
@@ -84,7 +84,7 @@ void check_domain(rcu_state& st, std::uint64_t now, const watchdog_config& c) {
   };
   std::vector<hung_waiter> found;
   {
-    std::lock_guard guard(st.waiters_lock);
+    lock_guard guard(st.waiters_lock);
     for (rcu_waiter* w = st.waiters.front(); w; w = st.waiters.next(w)) {
       if (w->reported || now < w->since_ns || now - w->since_ns < hung) continue;
       w->reported = true;
@@ -122,10 +122,8 @@ void rcu_watchdog_install() noexcept {
           // ages are taken on that clock.
           watchdog_register("rcu", [](std::uint64_t, const watchdog_config& c) {
             const std::uint64_t now = stat_ns();
-            std::size_t n = 0;
-            rcu_state* const* states = all_states(n);
-            for (std::size_t i = 0; i < n; ++i)
-              check_domain(*states[i], now, c);
+            for (rcu_state* st : all_states())
+              check_domain(*st, now, c);
           }));
     });
   } catch (const std::exception& e) {

@@ -13,10 +13,10 @@
 #include <cstring>
 #include <exception>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <system_error>
 
+#include "../base/mutex.hpp"
 #include "hasher.hpp"
 #include "merkle_layout.hpp"
 #include "mutant.hpp"
@@ -100,9 +100,9 @@ struct verified_file::impl {
   std::atomic<std::uint64_t> verify_ns{0};  // A: wall time the verification work items ran
   // read_async's work items: every one made (kept until destruction, which flushes them)
   // and those free for a next read.
-  std::mutex async_lock;
-  std::vector<std::unique_ptr<async_read>> async_all;  // L: async_lock
-  std::vector<async_read*> async_idle;                 // L: async_lock
+  quiesce::detail::mutex async_lock{"verity async_lock"};
+  std::vector<std::unique_ptr<async_read>> async_all QUIESCE_GUARDED_BY(async_lock);
+  std::vector<async_read*> async_idle QUIESCE_GUARDED_BY(async_lock);
 
   async_read* take_async();
   void fill_bio(bio_buf& bio, std::uint64_t offset, std::uint64_t len) const;
@@ -110,7 +110,7 @@ struct verified_file::impl {
   std::optional<std::system_error> failure_of(const bio_outcome& o);
   std::system_error refused();
   void recycle(async_read* r) {
-    std::lock_guard g(async_lock);
+    quiesce::detail::lock_guard g(async_lock);
     async_idle.push_back(r);
   }
   ~impl();
@@ -315,7 +315,7 @@ std::optional<sidecar_identity> probe_sidecar(int fd) noexcept {
 }
 
 verified_file::async_read* verified_file::impl::take_async() {
-  std::lock_guard g(async_lock);
+  quiesce::detail::lock_guard g(async_lock);
   if (!async_idle.empty()) {
     async_read* r = async_idle.back();
     async_idle.pop_back();
@@ -528,14 +528,14 @@ std::size_t verified_file::read(std::uint64_t offset, std::span<std::uint8_t> bu
   m.fill_bio(bio, offset, std::min<std::uint64_t>(buf.size(), m.t.data_size - offset));
   // Hand it to the verification queue and wait for completion - which the item signals on
   // every way out.
-  std::mutex lock;
+  quiesce::detail::mutex lock{"verity read_at lock"};
   std::condition_variable done_cv;
-  bool done = false;
-  bio_outcome outcome;
+  bool done = false;    // L(lock)
+  bio_outcome outcome;  // written by the item before `done`, read after it
   work verify("fsverity_verify_work", [&](work&) {
     outcome = m.verify_bio(bio);
     {
-      std::lock_guard g(lock);
+      quiesce::detail::lock_guard g(lock);
       done = true;
     }
     done_cv.notify_one();
@@ -543,8 +543,9 @@ std::size_t verified_file::read(std::uint64_t offset, std::span<std::uint8_t> bu
   if (!m.wq->queue(verify)) throw m.refused();  // never pending before: refused
   {
     may_block blocking;  // a reader may itself be a work item
-    std::unique_lock g(lock);
-    done_cv.wait(g, [&] { return done; });
+    quiesce::detail::unique_lock g(lock);
+    while (!done)
+      g.wait(done_cv);
   }
   verify.flush();  // the work item has fully finished before it goes out of scope
   if (auto e = m.failure_of(outcome)) throw *e;

@@ -7,7 +7,6 @@
 
 #include <condition_variable>
 #include <map>
-#include <mutex>
 #include <stdexcept>
 #include <string>
 #include <system_error>
@@ -15,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "../base/mutex.hpp"
 #include "../base/never_destroyed.hpp"
 #include "quiesce/clock.hpp"
 #include "quiesce/thread.hpp"
@@ -28,7 +28,8 @@ using namespace std::chrono_literals;
 class watchdog;
 watchdog& the_watchdog();
 
-// The watchdog thread and its state. A process-lifetime object, never stopped.
+// The watchdog thread and its state. A process-lifetime object, never stopped. Protection
+// legend (docs/DESIGN.md): L(lock_) - QUIESCE_GUARDED_BY - and A.
 class watchdog {
  public:
   watchdog() {
@@ -39,7 +40,7 @@ class watchdog {
   }
 
   std::uint64_t add(std::string name, watchdog_check check) {
-    std::lock_guard guard(lock_);
+    detail::lock_guard guard(lock_);
     const std::uint64_t id = ++last_id_;
     checks_.emplace(id, entry{std::move(name), std::move(check)});
     if (!thread_.joinable() && !in_fork_child_) {
@@ -49,29 +50,36 @@ class watchdog {
   }
 
   void remove(std::uint64_t id) {
-    std::unique_lock guard(lock_);
+    detail::unique_lock guard(lock_);
     checks_.erase(id);
     // A check that is running now finishes before remove() returns.
-    idle_cv_.wait(guard, [&] { return running_check_ != id; });
+    while (running_check_ == id)
+      guard.wait(idle_cv_);
   }
 
   // In a fork child the watchdog thread does not exist: no check runs there (running_check_
-  // is cleared, so remove() never waits for one), and none starts.
-  static void fork_prepare() noexcept { the_watchdog().lock_.lock(); }
-  static void fork_parent() noexcept { the_watchdog().lock_.unlock(); }
-  static void fork_child() noexcept {
+  // is cleared, so remove() never waits for one), and none starts. The handlers hand lock_
+  // from the prepare handler to the others, which the analysis cannot follow.
+  static void fork_prepare() noexcept QUIESCE_NO_THREAD_SAFETY_ANALYSIS {
+    the_watchdog().lock_.lock();
+  }
+  static void fork_parent() noexcept QUIESCE_NO_THREAD_SAFETY_ANALYSIS {
+    the_watchdog().lock_.unlock();
+  }
+  static void fork_child() noexcept QUIESCE_NO_THREAD_SAFETY_ANALYSIS {
     watchdog& w = the_watchdog();
+    w.lock_.assert_held();
     w.running_check_ = 0;
     w.in_fork_child_ = true;
     w.lock_.unlock();
   }
 
   void set_config(const watchdog_config& c) {
-    std::lock_guard guard(lock_);
+    detail::lock_guard guard(lock_);
     config_ = c;
   }
   watchdog_config config() {
-    std::lock_guard guard(lock_);
+    detail::lock_guard guard(lock_);
     return config_;
   }
 
@@ -103,7 +111,7 @@ class watchdog {
 
   void run() {
     std::uint64_t idle_since = 0;  // when holds_ was last seen non-zero
-    std::unique_lock guard(lock_);
+    detail::unique_lock guard(lock_);
     for (;;) {
       const watchdog_config cfg = config_;
       std::vector<std::uint64_t> ids;
@@ -132,19 +140,21 @@ class watchdog {
         idle_since = now_ns();
         continue;
       }
-      tick_cv_.wait_for(guard, tick_of(cfg));
+      guard.wait_until(tick_cv_, std::chrono::steady_clock::now() + tick_of(cfg));
     }
   }
 
-  std::mutex lock_;
-  std::condition_variable tick_cv_;        // the sleep between ticks (nobody notifies it)
-  std::condition_variable idle_cv_;        // a check finished running
-  std::map<std::uint64_t, entry> checks_;  // L
-  std::uint64_t last_id_ = 0;              // L
-  std::uint64_t running_check_ = 0;        // L: id of the check running now, 0 if none
-  bool in_fork_child_ = false;             // L: set in a fork child (no thread there)
-  watchdog_config config_;                 // L
-  named_thread thread_;                    // L (started once)
+  detail::mutex lock_{"watchdog lock_"};
+  std::condition_variable tick_cv_;  // the sleep between ticks (nobody notifies it)
+  std::condition_variable idle_cv_;  // a check finished running
+  std::map<std::uint64_t, entry> checks_ QUIESCE_GUARDED_BY(lock_);
+  std::uint64_t last_id_ QUIESCE_GUARDED_BY(lock_) = 0;
+  // The id of the check running now, 0 if none.
+  std::uint64_t running_check_ QUIESCE_GUARDED_BY(lock_) = 0;
+  // Set in a fork child (no thread there).
+  bool in_fork_child_ QUIESCE_GUARDED_BY(lock_) = false;
+  watchdog_config config_ QUIESCE_GUARDED_BY(lock_);
+  named_thread thread_ QUIESCE_GUARDED_BY(lock_);  // started once
   std::atomic<std::int64_t> holds_{0};     // A: things in flight; seq_cst with sleeping_
   std::atomic<bool> sleeping_{false};      // A: the thread waits on holds_
 };

@@ -82,7 +82,7 @@ bool grab_pending(work& item, bool count_cancel) {
         A::on_list(item) = nullptr;
         A::queued_pool(item).store(nullptr, std::memory_order_seq_cst);
         pwq& q = *A::pwq_of(item);
-        q.pool_lock.assert_held();  // an item is listed only in its pwq's pool
+        q.pool->lock.assert_held();  // an item is listed only in its pwq's pool
         count(*q.wq);
         end_queued_instance_locked(q, A::color(item), A::active(item), guard);
         return true;

@@ -18,7 +18,7 @@
 // workqueue.cpp (a queue's pwqs, stats, system queues), work.cpp (naming, destruction),
 // wq_watchdog.cpp (lockups, hogs, sleepers).
 //
-// Protection legend (every shared field below and in class work names one):
+// Protection legend (docs/DESIGN.md; every shared field below and in class work names one):
 //   L(pool)    pool::lock held            L(domain)  active_domain::lock held
 //   L(timer)   the timer's lock held      L(flush)   wq_impl::flush_mutex held
 //   P          written only by the thread that owns the item's pending bit (it set it and
@@ -50,7 +50,8 @@
 #include <thread>
 #include <vector>
 
-#include "../base/thread_annotations.hpp"
+#include "../base/mutant.hpp"
+#include "../base/mutex.hpp"
 #include "instance_count.hpp"
 #include "quiesce/cpu_set.hpp"
 #include "quiesce/histogram.hpp"
@@ -65,56 +66,26 @@ namespace quiesce::detail {
 // Each mutant removes one guarantee; the test suite must fail on every one of them. Only
 // the mutant builds define these macros.
 namespace mutant {
-#ifdef QUIESCE_MUTANT_FLUSH_IGNORES_PENDING  // work::flush waits only for a running instance
-inline constexpr bool flush_ignores_pending = true;
-#else
-inline constexpr bool flush_ignores_pending = false;
-#endif
-#ifdef QUIESCE_MUTANT_NO_CROSS_POOL_REENTRANCY  // a running item's new instance may go elsewhere
-inline constexpr bool no_cross_pool_reentrancy = true;
-#else
-inline constexpr bool no_cross_pool_reentrancy = false;
-#endif
-#ifdef QUIESCE_MUTANT_CLEAR_PENDING_AFTER_RUN  // the pending bit is cleared after the function
-inline constexpr bool clear_pending_after_run = true;
-#else
-inline constexpr bool clear_pending_after_run = false;
-#endif
-#ifdef QUIESCE_MUTANT_DRAIN_IGNORES_TIMERS  // drain() checks only the queued/running items
-inline constexpr bool drain_ignores_timers = true;
-#else
-inline constexpr bool drain_ignores_timers = false;
-#endif
-#ifdef QUIESCE_MUTANT_CANCEL_SYNC_NO_DISABLE  // queueing is not refused while cancel_sync waits
-inline constexpr bool cancel_sync_no_disable = true;
-#else
-inline constexpr bool cancel_sync_no_disable = false;
-#endif
-#ifdef QUIESCE_MUTANT_WAITS_KEEP_RUNNING  // quiesce's waits do not leave concurrency management
-inline constexpr bool waits_keep_running = true;
-#else
-inline constexpr bool waits_keep_running = false;
-#endif
-#ifdef QUIESCE_MUTANT_MOD_DELAYED_CHECKS_ONCE  // mod_delayed checks disabling only before grabbing
-inline constexpr bool mod_delayed_checks_once = true;
-#else
-inline constexpr bool mod_delayed_checks_once = false;
-#endif
-#ifdef QUIESCE_MUTANT_WAKE_NOT_SENT  // a kick bumps the idle worker's word but sends no wake-up
-inline constexpr bool wake_not_sent = true;
-#else
-inline constexpr bool wake_not_sent = false;
-#endif
-#ifdef QUIESCE_MUTANT_EXIT_RUNS_QUEUED  // at exit, queued items keep running and re-queueing
-inline constexpr bool exit_runs_queued = true;
-#else
-inline constexpr bool exit_runs_queued = false;
-#endif
-#ifdef QUIESCE_MUTANT_INSTANCE_COUNT_ONE_PASS  // drain's zero test reads slot by slot, once
-inline constexpr bool instance_count_one_pass = true;
-#else
-inline constexpr bool instance_count_one_pass = false;
-#endif
+// work::flush waits only for a running instance
+inline constexpr bool flush_ignores_pending = QUIESCE_MUTANT(FLUSH_IGNORES_PENDING);
+// a running item's new instance may go elsewhere
+inline constexpr bool no_cross_pool_reentrancy = QUIESCE_MUTANT(NO_CROSS_POOL_REENTRANCY);
+// the pending bit is cleared after the function
+inline constexpr bool clear_pending_after_run = QUIESCE_MUTANT(CLEAR_PENDING_AFTER_RUN);
+// drain() checks only the queued/running items
+inline constexpr bool drain_ignores_timers = QUIESCE_MUTANT(DRAIN_IGNORES_TIMERS);
+// queueing is not refused while cancel_sync waits
+inline constexpr bool cancel_sync_no_disable = QUIESCE_MUTANT(CANCEL_SYNC_NO_DISABLE);
+// quiesce's waits do not leave concurrency management
+inline constexpr bool waits_keep_running = QUIESCE_MUTANT(WAITS_KEEP_RUNNING);
+// mod_delayed checks disabling only before grabbing
+inline constexpr bool mod_delayed_checks_once = QUIESCE_MUTANT(MOD_DELAYED_CHECKS_ONCE);
+// a kick bumps the idle worker's word but sends no wake-up
+inline constexpr bool wake_not_sent = QUIESCE_MUTANT(WAKE_NOT_SENT);
+// at exit, queued items keep running and re-queueing
+inline constexpr bool exit_runs_queued = QUIESCE_MUTANT(EXIT_RUNS_QUEUED);
+// drain's zero test reads slot by slot, once
+inline constexpr bool instance_count_one_pass = QUIESCE_MUTANT(INSTANCE_COUNT_ONE_PASS);
 }  // namespace mutant
 
 // ---- work::flags_ -------------------------------------------------------------------------
@@ -192,7 +163,7 @@ struct active_domain {
   explicit active_domain(int max, mutex* pool_lock = nullptr)
       : max_active(max), lock(pool_lock ? *pool_lock : own_lock), shares_pool_lock(pool_lock) {}
   const int max_active;  // I
-  mutex own_lock;
+  mutex own_lock{"wq active_domain::own_lock"};
   mutex& lock;                  // I: own_lock, or the lock of the one pool it serves
   const bool shares_pool_lock;  // I
   int nr_active QUIESCE_GUARDED_BY(lock) =
@@ -202,84 +173,13 @@ struct active_domain {
       QUIESCE_GUARDED_BY(lock);  // L(domain): items waiting for nr_active < max_active, FIFO
 };
 
-struct pool;
+struct pwq;
+struct worker;
 struct wq_impl;
-
-// One workqueue's presence in one pool.
-struct pwq {
-  pwq(wq_impl* wq_, pool* pool_, mutex& lock, active_domain* domain_)
-      : wq(wq_), pool(pool_), pool_lock(lock), domain(domain_) {}
-  wq_impl* const wq;            // I
-  struct pool* const pool;      // I
-  mutex& pool_lock;             // I: pool->lock (named so the analysis can use it)
-  active_domain* const domain;  // I
-  // L(domain): the flush color given to new items. Queueing reads it and counts the item in
-  // in_flight[color] under the domain lock; flush() flips it under the same lock, so every
-  // item queued before the flip is counted in the color the flusher waits for.
-  int color QUIESCE_GUARDED_BY(domain->lock) = 0;
-  // A (seq_cst): items queued and not finished, by flush color. Raised under L(domain);
-  // lowered when an instance ends; read by flushers without a lock.
-  std::atomic<std::int64_t> in_flight[2] = {};
-  // A (relaxed): items queued here, ever - a statistic, per pwq so that posters on
-  // different CPUs do not share its cache line.
-  std::atomic<std::uint64_t> queued{0};
-  // L(pool):
-  histogram queue_to_start_ns QUIESCE_GUARDED_BY(pool_lock);
-  histogram run_ns QUIESCE_GUARDED_BY(pool_lock);
-  std::uint64_t executed QUIESCE_GUARDED_BY(pool_lock) = 0;
-  std::uint64_t exceptions QUIESCE_GUARDED_BY(pool_lock) = 0;
-  std::uint64_t dropped QUIESCE_GUARDED_BY(pool_lock) = 0;  // instances dropped at exit (not run)
-  std::uint64_t hogs QUIESCE_GUARDED_BY(pool_lock) = 0;
-};
-
-struct worker {
-  worker(struct pool* p, mutex& lock, int id_, int slot_, std::string name_)
-      : pool(p), pool_lock(lock), id(id_), slot(slot_), name(std::move(name_)) {}
-  struct pool* const pool;  // I
-  mutex& pool_lock;         // I: pool->lock (named so the analysis can use it)
-  const int id;             // I
-  const int slot;           // I: its wake-up word, pool->wake_words[slot]
-  const std::string name;   // I
-  std::thread thread;       // L(pool): started under the pool lock; never joined
-
-  // L(pool):
-  list_node idle_node QUIESCE_GUARDED_BY(pool_lock);   // linked in pool->idle while sleeping idle
-  bool idle QUIESCE_GUARDED_BY(pool_lock) = false;     // on the idle list, not yet woken
-  bool busy QUIESCE_GUARDED_BY(pool_lock) = false;     // processing items (left idle, not yet back)
-  bool counted QUIESCE_GUARDED_BY(pool_lock) = false;  // included in pool->nr_running
-  int block_depth QUIESCE_GUARDED_BY(pool_lock) =
-      0;  // voluntary blocks (may_block, quiesce's waits) entered now
-  bool cpu_intensive QUIESCE_GUARDED_BY(pool_lock) =
-      false;  // current item marked (by its queue's flag or the watchdog)
-  bool found_asleep QUIESCE_GUARDED_BY(pool_lock) =
-      false;                                          // the watchdog saw it sleeping while counted
-  bool waking QUIESCE_GUARDED_BY(pool_lock) = false;  // counted in pool->nr_waking
-  work* current QUIESCE_GUARDED_BY(pool_lock) = nullptr;  // the item executing
-  struct pwq* current_pwq QUIESCE_GUARDED_BY(pool_lock) = nullptr;
-  std::uint64_t current_start_ns QUIESCE_GUARDED_BY(pool_lock) = 0;
-  std::uint64_t current_seq QUIESCE_GUARDED_BY(pool_lock) = 0;  // executions started by this worker
-  work_list scheduled
-      QUIESCE_GUARDED_BY(pool_lock);  // items handed to this worker (non-reentrancy)
-  std::uint64_t idle_since_ns QUIESCE_GUARDED_BY(pool_lock) = 0;
-  pid_t tid QUIESCE_GUARDED_BY(pool_lock) = 0;
-  clockid_t cpu_clock QUIESCE_GUARDED_BY(pool_lock) = 0;
-  int stat_fd QUIESCE_GUARDED_BY(pool_lock) = -1;  // /proc/self/task/TID/stat, for the sleep check
-  std::unique_ptr<schedstat_reader> sched QUIESCE_GUARDED_BY(pool_lock);
-
-  // W: true while the worker runs a user function (outside the pool lock), so that a
-  // voluntary block knows it blocks an item and not the worker's own idle sleep.
-  bool in_function = false;
-
-  // D (under L(pool)): the watchdog's CPU-hog bookkeeping.
-  std::uint64_t wd_seen_seq QUIESCE_GUARDED_BY(pool_lock) = 0;
-  std::uint64_t wd_cpu_baseline QUIESCE_GUARDED_BY(pool_lock) = 0;
-};
-
-using idle_list = intrusive_list<worker, &worker::idle_node>;
+struct idle_list;
 
 struct pool {
-  pool(int id_, cpu_set cpus_, int cpu_, int node_, int nice_)
-      : id(id_), cpus(std::move(cpus_)), cpu(cpu_), node(node_), nice(nice_) {}
+  pool(int id_, cpu_set cpus_, int cpu_, int node_, int nice_);
   const int id;        // I
   const cpu_set cpus;  // I: where its workers run
   const int cpu;       // I: the CPU of a bound pool, -1 for unbound
@@ -294,7 +194,7 @@ struct pool {
   // items never starve the pool.
   int max_running() const noexcept { return bound() ? 1 : static_cast<int>(cpus.size()); }
   unsigned flags() const noexcept { return bound() ? 0 : pool_disassociated; }
-  mutex lock;
+  mutex lock{"wq pool::lock"};
   // A (seq_cst): one wake-up word per worker slot. An idle worker sleeps on its slot's word
   // (futex); a waker bumps it under L(pool) and wakes the worker after releasing the lock
   // (deferred_wake.hpp), so the worker does not wake only to sleep again on the lock. The
@@ -310,7 +210,8 @@ struct pool {
       QUIESCE_GUARDED_BY(lock);  // L(pool): every live worker
   std::vector<std::unique_ptr<worker>> dying
       QUIESCE_GUARDED_BY(lock);                     // L(pool): culled workers, to be joined
-  idle_list idle QUIESCE_GUARDED_BY(lock);          // L(pool): sleeping idle workers, LIFO
+  // L(pool): sleeping idle workers, LIFO (the list is defined after worker).
+  const std::unique_ptr<idle_list> idle QUIESCE_PT_GUARDED_BY(lock);
   int nr_workers QUIESCE_GUARDED_BY(lock) = 0;      // L(pool)
   int nr_idle QUIESCE_GUARDED_BY(lock) = 0;         // L(pool)
   int nr_running QUIESCE_GUARDED_BY(lock) = 0;      // L(pool): busy workers that count (above)
@@ -349,6 +250,80 @@ struct pool {
   }
 };
 
+// One workqueue's presence in one pool.
+struct pwq {
+  pwq(wq_impl* wq_, pool* pool_, active_domain* domain_) : wq(wq_), pool(pool_), domain(domain_) {}
+  wq_impl* const wq;            // I
+  struct pool* const pool;      // I
+  active_domain* const domain;  // I
+  // L(domain): the flush color given to new items. Queueing reads it and counts the item in
+  // in_flight[color] under the domain lock; flush() flips it under the same lock, so every
+  // item queued before the flip is counted in the color the flusher waits for.
+  int color QUIESCE_GUARDED_BY(domain->lock) = 0;
+  // A (seq_cst): items queued and not finished, by flush color. Raised under L(domain);
+  // lowered when an instance ends; read by flushers without a lock.
+  std::atomic<std::int64_t> in_flight[2] = {};
+  // A (relaxed): items queued here, ever - a statistic, per pwq so that posters on
+  // different CPUs do not share its cache line.
+  std::atomic<std::uint64_t> queued{0};
+  // L(pool):
+  histogram queue_to_start_ns QUIESCE_GUARDED_BY(pool->lock);
+  histogram run_ns QUIESCE_GUARDED_BY(pool->lock);
+  std::uint64_t executed QUIESCE_GUARDED_BY(pool->lock) = 0;
+  std::uint64_t exceptions QUIESCE_GUARDED_BY(pool->lock) = 0;
+  std::uint64_t dropped QUIESCE_GUARDED_BY(pool->lock) = 0;  // instances dropped at exit (not run)
+  std::uint64_t hogs QUIESCE_GUARDED_BY(pool->lock) = 0;
+};
+
+struct worker {
+  worker(struct pool* p, int id_, int slot_, std::string name_)
+      : pool(p), id(id_), slot(slot_), name(std::move(name_)) {}
+  struct pool* const pool;  // I
+  const int id;             // I
+  const int slot;           // I: its wake-up word, pool->wake_words[slot]
+  const std::string name;   // I
+  std::thread thread;       // L(pool): started under the pool lock; never joined
+
+  // L(pool):
+  list_node idle_node QUIESCE_GUARDED_BY(pool->lock);   // linked in pool->idle while sleeping idle
+  bool idle QUIESCE_GUARDED_BY(pool->lock) = false;     // on the idle list, not yet woken
+  bool busy QUIESCE_GUARDED_BY(pool->lock) = false;     // processing items (left idle, not yet back)
+  bool counted QUIESCE_GUARDED_BY(pool->lock) = false;  // included in pool->nr_running
+  int block_depth QUIESCE_GUARDED_BY(pool->lock) =
+      0;  // voluntary blocks (may_block, quiesce's waits) entered now
+  bool cpu_intensive QUIESCE_GUARDED_BY(pool->lock) =
+      false;  // current item marked (by its queue's flag or the watchdog)
+  bool found_asleep QUIESCE_GUARDED_BY(pool->lock) =
+      false;                                          // the watchdog saw it sleeping while counted
+  bool waking QUIESCE_GUARDED_BY(pool->lock) = false;  // counted in pool->nr_waking
+  work* current QUIESCE_GUARDED_BY(pool->lock) = nullptr;  // the item executing
+  struct pwq* current_pwq QUIESCE_GUARDED_BY(pool->lock) = nullptr;
+  std::uint64_t current_start_ns QUIESCE_GUARDED_BY(pool->lock) = 0;
+  std::uint64_t current_seq QUIESCE_GUARDED_BY(pool->lock) = 0;  // executions started by this worker
+  work_list scheduled
+      QUIESCE_GUARDED_BY(pool->lock);  // items handed to this worker (non-reentrancy)
+  std::uint64_t idle_since_ns QUIESCE_GUARDED_BY(pool->lock) = 0;
+  pid_t tid QUIESCE_GUARDED_BY(pool->lock) = 0;
+  clockid_t cpu_clock QUIESCE_GUARDED_BY(pool->lock) = 0;
+  int stat_fd QUIESCE_GUARDED_BY(pool->lock) = -1;  // /proc/self/task/TID/stat, for the sleep check
+  std::unique_ptr<schedstat_reader> sched QUIESCE_GUARDED_BY(pool->lock);
+
+  // W: true while the worker runs a user function (outside the pool lock), so that a
+  // voluntary block knows it blocks an item and not the worker's own idle sleep.
+  bool in_function = false;
+
+  // D (under L(pool)): the watchdog's CPU-hog bookkeeping.
+  std::uint64_t wd_seen_seq QUIESCE_GUARDED_BY(pool->lock) = 0;
+  std::uint64_t wd_cpu_baseline QUIESCE_GUARDED_BY(pool->lock) = 0;
+};
+
+// The pool's idle workers (pool::idle), complete now that worker is.
+struct idle_list : intrusive_list<worker, &worker::idle_node> {};
+
+inline pool::pool(int id_, cpu_set cpus_, int cpu_, int node_, int nice_)
+    : id(id_), cpus(std::move(cpus_)), cpu(cpu_), node(node_), nice(nice_),
+      idle(std::make_unique<idle_list>()) {}
+
 // ---- registry.cpp: the pools, and process exit --------------------------------------------
 pool& bound_pool(int cpu, bool highpri);
 pool& unbound_pool(const cpu_set& cpus, int node, bool highpri);
@@ -372,7 +347,7 @@ void keep_until_exit(wq_impl* wq);
 void kick_pool_locked(pool& p)
     QUIESCE_REQUIRES(p.lock);  // wake or create a worker if need_more_worker()
 void update_count_locked(worker& w)
-    QUIESCE_REQUIRES(w.pool_lock);  // sync w.counted with its state, adjust nr_running
+    QUIESCE_REQUIRES(w.pool->lock);  // sync w.counted with its state, adjust nr_running
 // Appends an active item to the worklist; `now` is its activation time.
 void insert_work_locked(pool& p, work& item, std::uint64_t now) QUIESCE_REQUIRES(p.lock);
 worker* this_thread_worker() noexcept;  // the calling worker, or nullptr
@@ -390,7 +365,7 @@ struct wq_impl {
   std::vector<std::unique_ptr<active_domain>> domains;  // I
   std::vector<std::unique_ptr<pwq>> pwqs;               // I
   std::vector<int> pwq_index_of_cpu;                    // I: cpu number -> pwqs index, -1
-  mutex flush_mutex;                                    // serialises flush() callers
+  mutex flush_mutex{"wq flush_mutex"};                                 // serialises flush() callers
   std::atomic<int> draining{0};                         // A: drain() calls in progress
   // Instances of this queue that exist: armed on the timer, queued (active or inactive), in
   // transit between those, or running. Created before an instance exists, ended as the last
@@ -431,7 +406,7 @@ void end_instance(wq_impl& wq) noexcept;
 // `pool_lk` holds q.pool->lock on entry and on return (dropped meanwhile if q's domain has
 // its own lock). The last touch of q and of its queue.
 void end_queued_instance_locked(pwq& q, int color, bool active, unique_lock& pool_lk)
-    QUIESCE_REQUIRES(q.pool_lock);
+    QUIESCE_REQUIRES(q.pool->lock);
 // Clears the pending bit of an instance that is not going to run (refused, cancelled,
 // dropped), then wakes waiters.
 void release_pending(work& item) noexcept;

@@ -97,7 +97,7 @@ void queue_work_owned(wq_impl& wq, int cpu, work& item) {
     detail::lock_guard guard(last->lock);
     const worker* running = A::current_worker(item);
     if (running) {
-      running->pool_lock.assert_held();  // a worker of `last`
+      running->pool->lock.assert_held();  // a worker of `last`
       if (running->current == &item) {
         if (pwq* there = wq.pwq_in_pool(last)) q = there;
       }

@@ -24,7 +24,7 @@
 #include <system_error>
 
 #include "../base/never_destroyed.hpp"
-#include "../base/thread_annotations.hpp"
+#include "../base/mutex.hpp"
 #include "internal.hpp"
 #include "quiesce/clock.hpp"
 #include "quiesce/topology.hpp"
@@ -147,11 +147,11 @@ class registry {
 
   const cpu_topology& topo_;
   std::map<int, std::unique_ptr<pool>> bound_[2];  // I after construction: [highpri][cpu]
-  detail::mutex unbound_lock_;
+  detail::mutex unbound_lock_{"wq unbound pools lock"};
   std::map<std::pair<std::string, bool>, std::unique_ptr<pool>> unbound_
       QUIESCE_GUARDED_BY(unbound_lock_);
   int next_pool_id_ QUIESCE_GUARDED_BY(unbound_lock_) = 0;
-  detail::mutex hook_lock_;                // serialises exit hook registrations
+  detail::mutex hook_lock_{"wq exit hook lock"};               // serialises exit hook registrations
   std::atomic<std::uint64_t> covered_{0};  // A: queues up to this serial precede the hook
   watchdog_registration watchdog_;         // I
 };

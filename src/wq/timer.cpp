@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "../base/never_destroyed.hpp"
-#include "../base/thread_annotations.hpp"
+#include "../base/mutex.hpp"
 #include "completion.hpp"
 #include "internal.hpp"
 #include "quiesce/clock.hpp"
@@ -99,7 +99,7 @@ class timer {
     }
   }
 
-  detail::mutex lock_;
+  detail::mutex lock_{"wq timer lock"};
   std::condition_variable cv_;
   std::map<key, work*> armed_ QUIESCE_GUARDED_BY(lock_);  // L(timer): ordered by deadline
   std::uint64_t last_seq_ QUIESCE_GUARDED_BY(lock_) = 0;  // L(timer)

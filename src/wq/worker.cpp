@@ -54,7 +54,7 @@ bool create_worker_locked(pool& p) QUIESCE_REQUIRES(p.lock) {
   // Free the workers that were culled (their threads detached themselves and no longer
   // touch their worker object once they have released the lock).
   for (auto& d : p.dying) {
-    d->pool_lock.assert_held();
+    d->pool->lock.assert_held();
     if (d->stat_fd >= 0) ::close(d->stat_fd);
   }
   p.dying.clear();
@@ -63,9 +63,9 @@ bool create_worker_locked(pool& p) QUIESCE_REQUIRES(p.lock) {
   if (!p.free_slots.empty()) {
     slot = p.free_slots.back();
   }
-  auto w = std::make_unique<worker>(&p, p.lock, id, slot, worker_name(p, id));
+  auto w = std::make_unique<worker>(&p, id, slot, worker_name(p, id));
   worker* raw = w.get();
-  raw->pool_lock.assert_held();
+  raw->pool->lock.assert_held();
   try {
     raw->thread = std::thread(worker_main, raw);
   } catch (const std::system_error& e) {
@@ -95,24 +95,24 @@ void wake_worker_locked(pool& p, worker& w) QUIESCE_REQUIRES(p.lock) {
 
 // Takes `w` off the idle list (L).
 void leave_idle_locked(pool& p, worker& w) QUIESCE_REQUIRES(p.lock) {
-  w.pool_lock.assert_held();
+  w.pool->lock.assert_held();
   if (!w.idle) return;
-  p.idle.erase(&w);
+  p.idle->erase(&w);
   w.idle = false;
   --p.nr_idle;
 }
 
 void enter_idle_locked(pool& p, worker& w) QUIESCE_REQUIRES(p.lock) {
-  w.pool_lock.assert_held();
+  w.pool->lock.assert_held();
   w.idle = true;
   w.idle_since_ns = now_ns();
-  p.idle.push_front(&w);  // LIFO: the most recently active worker is woken first
+  p.idle->push_front(&w);  // LIFO: the most recently active worker is woken first
   ++p.nr_idle;
 }
 
 // Whether `w` should count in nr_running: a busy worker that is not inside a voluntary
 // block and not found asleep, and (per-CPU pools) not CPU-intensive.
-bool counts_as_running(const worker& w) QUIESCE_REQUIRES(w.pool_lock) {
+bool counts_as_running(const worker& w) QUIESCE_REQUIRES(w.pool->lock) {
   if (w.pool->bound() && w.cpu_intensive) return false;
   return w.busy && w.block_depth == 0 && !w.found_asleep;
 }
@@ -121,7 +121,7 @@ bool counts_as_running(const worker& w) QUIESCE_REQUIRES(w.pool_lock) {
 void worker_block_enter(void* ctx) noexcept {
   worker& w = *static_cast<worker*>(ctx);
   if (!w.in_function) return;
-  lock_guard guard(w.pool_lock);
+  lock_guard guard(w.pool->lock);
   ++w.block_depth;
   update_count_locked(w);
 }
@@ -129,7 +129,7 @@ void worker_block_enter(void* ctx) noexcept {
 void worker_block_leave(void* ctx) noexcept {
   worker& w = *static_cast<worker*>(ctx);
   if (!w.in_function) return;
-  lock_guard guard(w.pool_lock);
+  lock_guard guard(w.pool->lock);
   if (w.block_depth > 0) --w.block_depth;
   update_count_locked(w);
 }
@@ -149,7 +149,7 @@ void setup_worker_thread(worker& w) {
   pthread_getcpuclockid(pthread_self(), &clock);
   const int fd = ::open(fmt::format("/proc/self/task/{}/stat", tid).c_str(), O_RDONLY | O_CLOEXEC);
   auto sched = std::make_unique<schedstat_reader>(tid);
-  lock_guard guard(w.pool_lock);
+  lock_guard guard(w.pool->lock);
   w.tid = tid;
   w.cpu_clock = clock;
   w.stat_fd = fd;
@@ -207,14 +207,14 @@ bool run_function(worker& w, work& item, pwq& q) {
 // Runs one item (kernel: process_one_work), or at exit drops it. Called and returns with the
 // pool lock held.
 void process_one_work(pool& p, worker& w, work& item, unique_lock& lk) QUIESCE_REQUIRES(p.lock) {
-  w.pool_lock.assert_held();
+  w.pool->lock.assert_held();
   using A = wq_access;
   // Take the item off whichever list holds it (the worklist or our scheduled list).
   static_cast<work_list*>(A::on_list(item))->erase(&item);
   A::on_list(item) = nullptr;
   A::queued_pool(item).store(nullptr, std::memory_order_release);
   pwq& q = *A::pwq_of(item);
-  q.pool_lock.assert_held();  // an item is listed only in its pwq's pool
+  q.pool->lock.assert_held();  // an item is listed only in its pwq's pool
   const int color = A::color(item);
   const bool active = A::active(item);
 
@@ -276,7 +276,7 @@ void process_one_work(pool& p, worker& w, work& item, unique_lock& lk) QUIESCE_R
 // An idle worker sleeps until kicked, or until its idle timeout (re-read when it changes)
 // passes. Returns false if the worker culled itself (it must return at once).
 bool sleep_idle(pool& p, worker& w, unique_lock& lk) QUIESCE_REQUIRES(p.lock) {
-  w.pool_lock.assert_held();
+  w.pool->lock.assert_held();
   enter_idle_locked(p, w);
   std::atomic<std::uint32_t>& word = p.wake_words[static_cast<std::size_t>(w.slot)];
   for (;;) {
@@ -308,11 +308,7 @@ bool sleep_idle(pool& p, worker& w, unique_lock& lk) QUIESCE_REQUIRES(p.lock) {
     leave_idle_locked(p, w);
     --p.nr_workers;
     p.free_slots.push_back(w.slot);  // we no longer sleep on its word
-    if (auto s = w.sched->sample()) {
-      p.exited_sched.run_ns += s->run_ns;
-      p.exited_sched.run_delay_ns += s->run_delay_ns;
-      p.exited_sched.switches += s->switches;
-    }
+    if (auto s = w.sched->sample()) p.exited_sched += *s;
     for (auto it = p.workers.begin(); it != p.workers.end(); ++it) {
       if (it->get() == &w) {
         w.thread.detach();
@@ -332,7 +328,7 @@ void worker_main(worker* self) {
   pool& p = *w.pool;
   setup_worker_thread(w);
   unique_lock lk(p.lock);
-  w.pool_lock.assert_held();
+  w.pool->lock.assert_held();
   for (;;) {
     if (w.waking) {  // we were kicked (or just created): the wake-up has arrived
       w.waking = false;
@@ -358,7 +354,7 @@ void worker_main(worker* self) {
       // worker, which runs it after its current execution (kernel: assign_work).
       worker* running = wq_access::current_worker(*item);
       if (running && running != &w) {
-        running->pool_lock.assert_held();  // a worker of this pool
+        running->pool->lock.assert_held();  // a worker of this pool
         p.worklist.erase(item);
         running->scheduled.push_back(item);
         wq_access::on_list(*item) = &running->scheduled;
@@ -382,7 +378,6 @@ void update_count_locked(worker& w) {
   const bool should = counts_as_running(w);
   if (should == w.counted) return;
   w.counted = should;
-  w.pool->lock.assert_held();  // w.pool_lock
   w.pool->nr_running += should ? 1 : -1;
   if (!should) kick_pool_locked(*w.pool);
 }
@@ -390,9 +385,10 @@ void update_count_locked(worker& w) {
 // One wake-up at a time: a worker already on its way will look at the worklist, and if it
 // starts an item while more are waiting it kicks again (a chain, as the kernel's).
 void kick_pool_locked(pool& p) {
+  p.lock.assert_held();  // lockdep_assert_held(&pool->lock)
   if (!p.need_more_worker() || p.nr_waking > 0) return;
-  if (worker* w = p.idle.front()) {
-    w->pool_lock.assert_held();
+  if (worker* w = p.idle->front()) {
+    w->pool->lock.assert_held();  // an idle worker of p
     leave_idle_locked(p, *w);
     w->waking = true;
     ++p.nr_waking;
@@ -436,8 +432,8 @@ void set_worker_idle_timeout(std::chrono::nanoseconds timeout) {
   // Idle workers re-evaluate their deadline with the new timeout.
   for (pool* p : all_pools()) {
     detail::lock_guard guard(p->lock);
-    for (worker* w = p->idle.front(); w; w = p->idle.next(w)) {
-      w->pool_lock.assert_held();
+    for (worker* w = p->idle->front(); w; w = p->idle->next(w)) {
+      w->pool->lock.assert_held();
       wake_worker_locked(*p, *w);
     }
   }

@@ -67,7 +67,7 @@ wq_impl::wq_impl(std::string name_, const wq_options& opt_)
     for (int cpu : topo.cpus()) {
       pool& p = bound_pool(cpu, opt.highpri);
       domains.push_back(std::make_unique<active_domain>(max_active, &p.lock));
-      pwqs.push_back(std::make_unique<pwq>(this, &p, p.lock, domains.back().get()));
+      pwqs.push_back(std::make_unique<pwq>(this, &p, domains.back().get()));
       pwq_index_of_cpu[static_cast<std::size_t>(cpu)] = static_cast<int>(pwqs.size()) - 1;
     }
     return;
@@ -107,7 +107,7 @@ wq_impl::wq_impl(std::string name_, const wq_options& opt_)
       domain_at[index] = domains.back().get();
     }
     pwqs.push_back(
-        std::make_unique<pwq>(this, group_pool[g], group_pool[g]->lock, domain_at[index]));
+        std::make_unique<pwq>(this, group_pool[g], domain_at[index]));
     for (int cpu : groups[g]) {
       pwq_index_of_cpu[static_cast<std::size_t>(cpu)] = static_cast<int>(pwqs.size()) - 1;
     }
@@ -189,7 +189,7 @@ wq_stats workqueue::stats() const {
   s.max_active = impl_->max_active;
   std::set<detail::pool*> pools;
   for (auto& q : impl_->pwqs) {
-    detail::lock_guard guard(q->pool_lock);
+    detail::lock_guard guard(q->pool->lock);
     s.queue_to_start_ns.merge(q->queue_to_start_ns);
     s.run_ns.merge(q->run_ns);
     s.queued += q->queued.load(std::memory_order_relaxed);
@@ -205,17 +205,11 @@ wq_stats workqueue::stats() const {
   }
   for (detail::pool* p : pools) {
     detail::lock_guard guard(p->lock);
-    s.workers.run_ns += p->exited_sched.run_ns;
-    s.workers.run_delay_ns += p->exited_sched.run_delay_ns;
-    s.workers.switches += p->exited_sched.switches;
+    s.workers += p->exited_sched;
     for (auto& w : p->workers) {
-      w->pool_lock.assert_held();
+      w->pool->lock.assert_held();
       if (!w->sched) continue;
-      if (auto sample = w->sched->sample()) {
-        s.workers.run_ns += sample->run_ns;
-        s.workers.run_delay_ns += sample->run_delay_ns;
-        s.workers.switches += sample->switches;
-      }
+      if (auto sample = w->sched->sample()) s.workers += *sample;
     }
   }
   return s;

@@ -74,7 +74,7 @@ std::string lockup_report_locked(pool& p, std::uint64_t now, std::uint64_t since
   msg += fmt::format("\npool {}: cpus={} node={} flags=0x{:x} nice={} workers={} idle={}", p.id,
                      p.cpus.to_string(), p.node, p.flags(), p.nice, p.nr_workers, p.nr_idle);
   for (const auto& w : p.workers) {
-    w->pool_lock.assert_held();
+    w->pool->lock.assert_held();
     if (!w->current) continue;
     msg += fmt::format("\n  in-flight: {}:{} [workqueue {}] running for {} ms", w->tid,
                        w->current->name(), w->current_pwq->wq->name,
@@ -111,7 +111,7 @@ void check_pool_locked(pool& p, std::uint64_t now, const watchdog_config& c, poo
   // By index: update_count_locked() may start a worker, growing p.workers as we go.
   for (std::size_t i = 0; i < p.workers.size(); ++i) {
     worker& w = *p.workers[i];
-    w.pool_lock.assert_held();
+    w.pool->lock.assert_held();
     if (!w.current) continue;
     // CPU hog: CPU time of this execution since the watchdog first saw it.
     if (hog_ns > 0 && !w.cpu_intensive) {
@@ -120,7 +120,7 @@ void check_pool_locked(pool& p, std::uint64_t now, const watchdog_config& c, poo
         w.wd_cpu_baseline = thread_cpu_ns(w.cpu_clock);
       } else if (thread_cpu_ns(w.cpu_clock) - w.wd_cpu_baseline >= hog_ns) {
         w.cpu_intensive = true;                  // stops counting: another worker may start
-        w.current_pwq->pool_lock.assert_held();  // the pwq of this pool it runs for
+        w.current_pwq->pool->lock.assert_held();  // the pwq of this pool it runs for
         ++w.current_pwq->hogs;
         watchdog_count(&watchdog_counters::wq_cpu_hogs);
         update_count_locked(w);

@@ -46,6 +46,11 @@ class Plots : public testing::Test {
     out.assign(std::istreambuf_iterator<char>(in), {});
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   }
+  // The last run's standard error (a failure's report: a sanitizer's, the CLI's message).
+  std::string stderr_text() const {
+    std::ifstream in(dir_ / "stderr");
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  }
 
   fs::path dir_;
 };
@@ -333,7 +338,7 @@ TEST_F(Plots, VerityMountBenchPlotsWhatItReports) {
 TEST_F(Plots, ReportLinksEveryPlotItDrew) {
   std::string out;
   const fs::path report = dir_ / "report";
-  ASSERT_EQ(run("report --smoke --out " + report.string(), out), 0);
+  ASSERT_EQ(run("report --smoke --out " + report.string(), out), 0) << stderr_text();
   std::ifstream md_in(report / "report.md");
   const std::string md(std::istreambuf_iterator<char>(md_in), {});
   std::size_t links = 0;

@@ -44,18 +44,18 @@ TEST(Mutex, AssertHeldFollowsTheOwnerAcrossAConditionWait) {
   t.join();
 }
 
-TEST(MutexDeathTest, AssertHeldAbortsWhenTheCallerDoesNotHoldIt) {
+TEST(MutexDeathTest, AssertHeldAbortsNamingTheLockWhenTheCallerDoesNotHoldIt) {
   if (!checked_locks) GTEST_SKIP() << "release build: assert_held() checks nothing (by design)";
   GTEST_FLAG_SET(death_test_style, "threadsafe");
-  mutex m;
-  EXPECT_DEATH(m.assert_held(), "a lock is not held by the thread that asserts it is");
+  mutex m{"test lock"};
+  EXPECT_DEATH(m.assert_held(), "lock 'test lock' .* is not held by the thread that asserts it is");
   // Held, but by another thread.
   EXPECT_DEATH(
       {
         lock_guard g(m);
         std::thread([&] { m.assert_held(); }).join();
       },
-      "a lock is not held by the thread that asserts it is");
+      "lock 'test lock' .* is not held by the thread that asserts it is");
   // Released: no longer this thread's.
   EXPECT_DEATH(
       {
@@ -63,7 +63,19 @@ TEST(MutexDeathTest, AssertHeldAbortsWhenTheCallerDoesNotHoldIt) {
         u.unlock();
         m.assert_held();
       },
-      "a lock is not held by the thread that asserts it is");
+      "lock 'test lock' .* is not held by the thread that asserts it is");
+}
+
+TEST(MutexDeathTest, AdoptingALockTheCallerDoesNotHoldAborts) {
+  if (!checked_locks) GTEST_SKIP() << "release build: assert_held() checks nothing (by design)";
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  mutex m{"adopted lock"};
+  EXPECT_DEATH(
+      {
+        lock_guard g(m, std::adopt_lock);
+        (void)g;
+      },
+      "lock 'adopted lock' .* is not held");
 }
 
 }  // namespace

@@ -32,6 +32,13 @@ TEST(Schedstat, ParsesTheThreeFields) {
   EXPECT_EQ(d, (sched_sample{6, 15, 2}));
 }
 
+TEST(Schedstat, SumsAddEveryField) {
+  sched_sample total{1, 2, 3};
+  total += sched_sample{10, 20, 30};
+  EXPECT_EQ(total, (sched_sample{11, 22, 33}));
+  EXPECT_EQ(&(total += sched_sample{}), &total);
+}
+
 TEST(Schedstat, ReadsAFixtureFileAndSeesItChange) {
   const fs::path file = fs::temp_directory_path() / ("schedstat-" + std::to_string(getpid()));
   std::ofstream(file) << "1000 2000 3\n";
