@@ -76,7 +76,8 @@ struct key {
   std::atomic<int> usage{0};                // A: links and key_refs
   // Serialises link-set replacement; readers follow `links` under RCU.
   quiesce::detail::mutex keyring_lock{"keys keyring_lock"};
-  std::atomic<link_set*> links{nullptr};  // A: RCU-protected (keyrings only), written under keyring_lock
+  // A: RCU-protected (keyrings only), written under keyring_lock.
+  std::atomic<link_set*> links{nullptr};
 };
 
 struct store_state {
@@ -125,8 +126,8 @@ void key_put(store_state& st, key& k) noexcept;
 
 // Link-set replacement (key_store.cpp): publishes `keys` as the keyring's links and retires
 // the old set, which drops `removed` references after a grace period. keyring_lock held.
-void publish_links(store_state& st, key& keyring, std::vector<key*> keys,
-                   std::vector<key*> removed) QUIESCE_REQUIRES(keyring.keyring_lock);
+void publish_links(store_state& st, key& keyring, std::vector<key*> keys, std::vector<key*> removed)
+    QUIESCE_REQUIRES(keyring.keyring_lock);
 
 // The collector (collector.cpp).
 void schedule_gc(store_state& st, bool expired) noexcept;

@@ -24,8 +24,8 @@
 #include <string>
 #include <thread>
 
-#include "../base/mutant.hpp"
 #include "../base/die.hpp"
+#include "../base/mutant.hpp"
 #include "../base/mutex.hpp"
 #include "quiesce/clock.hpp"
 #include "quiesce/histogram.hpp"
@@ -64,9 +64,9 @@ inline constexpr std::size_t thread_name_len = 16;
 // (a pthread key destructor, domain.cpp) unregisters it.
 struct rcu_reader_entry {
   std::atomic<std::uint64_t>* word = nullptr;  // I: the thread's TLS word or counter
-  pid_t tid = 0;                               // L(rcu_state::registry_lock); a fork child rewrites it
-  char name[thread_name_len] = {};             // I
-  list_node node;                              // L(rcu_state::registry_lock)
+  pid_t tid = 0;                    // L(rcu_state::registry_lock); a fork child rewrites it
+  char name[thread_name_len] = {};  // I
+  list_node node;                   // L(rcu_state::registry_lock)
 };
 
 // A thread blocked in rcu_synchronize / rcu_barrier (on its stack while it waits).
@@ -115,16 +115,16 @@ void this_thread_name_into(char (&out)[thread_name_len]) noexcept;
 // urcu_die; src/base/die.hpp).
 
 struct rcu_callbacks {
-  std::atomic<rcu_head*> head{nullptr};  // A: new callbacks, a Treiber stack (newest first)
-  std::atomic<std::uint32_t> wake{0};    // A: bumped to wake the thread
-  std::atomic<bool> sleeping{false};     // A: seq_cst with head (Dekker)
-  std::atomic<bool> started{false};      // A: the thread runs (never joined; see rcu.hpp)
+  std::atomic<rcu_head*> head{nullptr};          // A: new callbacks, a Treiber stack (newest first)
+  std::atomic<std::uint32_t> wake{0};            // A: bumped to wake the thread
+  std::atomic<bool> sleeping{false};             // A: seq_cst with head (Dekker)
+  std::atomic<bool> started{false};              // A: the thread runs (never joined; see rcu.hpp)
   mutex start_lock{"rcu callbacks.start_lock"};  // serialises starting the thread
   // Fork (fork.cpp): `pause` asks the thread to stop before its next callback; `busy` says
   // it may be inside one (Dekker, seq_cst). `in_hand` is the batch it took and has not run
   // yet (oldest first), for a fork child to queue again.
-  std::atomic<std::uint32_t> pause{0};                                          // A
-  std::atomic<std::uint32_t> busy{0};                                           // A
+  std::atomic<std::uint32_t> pause{0};  // A
+  std::atomic<std::uint32_t> busy{0};   // A
   // W: the callback thread's; a fork child handler reads it while the thread is paused.
   std::atomic<rcu_head*> in_hand{nullptr};
   std::atomic<std::uint64_t> queued{0}, invoked{0}, batches{0}, exceptions{0};  // A

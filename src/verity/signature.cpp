@@ -102,7 +102,8 @@ std::string verify_signature(const trusted_certs& trusted, hash_alg alg,
   x509_stack_ptr stack(sk_X509_new_null());
   if (!stack) crypto_fail(ENOMEM, what + ": libcrypto: no memory");
   for (const auto& c : cert_access::certs(trusted)) {
-    if (sk_X509_push(stack.get(), c.get()) <= 0) crypto_fail(ENOMEM, what + ": libcrypto: no memory");
+    if (sk_X509_push(stack.get(), c.get()) <= 0)
+      crypto_fail(ENOMEM, what + ": libcrypto: no memory");
   }
   // The signers, looked up among the trusted certificates only (never the ones the
   // signature itself might carry).
@@ -130,7 +131,7 @@ std::string verify_signature(const trusted_certs& trusted, hash_alg alg,
   if (PKCS7_verify(p7.get(), stack.get(), store.get(), data.get(), nullptr, flags) != 1 &&
       !mutant::verity_signature_unchecked) {
     crypto_fail(EKEYREJECTED,
-         what + ": incorrect file signature: it does not sign " + digest_text(alg, digest));
+                what + ": incorrect file signature: it does not sign " + digest_text(alg, digest));
   }
   std::string signer = subject_of(sk_X509_value(signers.get(), 0));
   ERR_clear_error();
@@ -266,22 +267,24 @@ trust_result check_trust(const trust_policy& policy, hash_alg alg,
                      policy.digest->digest.end())) &&
         !mutant::verity_digest_not_pinned) {
       crypto_fail(EKEYREJECTED, what + ": file digest " + digest_text(alg, digest) +
-                             " is not the trusted " +
-                             digest_text(policy.digest->alg, policy.digest->digest));
+                                    " is not the trusted " +
+                                    digest_text(policy.digest->alg, policy.digest->digest));
     }
     r.digest_matched = true;
   }
   if (!signature.empty() && (!policy.certs.empty() || policy.require_signatures)) {
-    if (policy.certs.empty()) crypto_fail(ENOKEY, what + ": signed file, and no trusted certificates");
+    if (policy.certs.empty())
+      crypto_fail(ENOKEY, what + ": signed file, and no trusted certificates");
     r.signer = verify_signature(policy.certs, alg, digest, signature, what);
     r.signature_verified = true;
   }
   if (policy.require_signatures && !r.signature_verified && !mutant::verity_unsigned_allowed) {
     crypto_fail(policy.certs.empty() ? ENOKEY : EPERM,
-         what + ": signatures are required, rejecting unsigned file");
+                what + ": signatures are required, rejecting unsigned file");
   }
   if (!r.authenticated() && !policy.integrity_only) {
-    crypto_fail(EPERM, what + ": not authenticated: no trusted digest matched and no signature verified");
+    crypto_fail(EPERM,
+                what + ": not authenticated: no trusted digest matched and no signature verified");
   }
   return r;
 }

@@ -155,8 +155,8 @@ class watchdog {
   bool in_fork_child_ QUIESCE_GUARDED_BY(lock_) = false;
   watchdog_config config_ QUIESCE_GUARDED_BY(lock_);
   named_thread thread_ QUIESCE_GUARDED_BY(lock_);  // started once
-  std::atomic<std::int64_t> holds_{0};     // A: things in flight; seq_cst with sleeping_
-  std::atomic<bool> sleeping_{false};      // A: the thread waits on holds_
+  std::atomic<std::int64_t> holds_{0};             // A: things in flight; seq_cst with sleeping_
+  std::atomic<bool> sleeping_{false};              // A: the thread waits on holds_
 };
 
 // Never destroyed: runtime threads report through it until the process ends; its thread

@@ -209,7 +209,7 @@ struct pool {
   std::vector<std::unique_ptr<worker>> workers
       QUIESCE_GUARDED_BY(lock);  // L(pool): every live worker
   std::vector<std::unique_ptr<worker>> dying
-      QUIESCE_GUARDED_BY(lock);                     // L(pool): culled workers, to be joined
+      QUIESCE_GUARDED_BY(lock);  // L(pool): culled workers, to be joined
   // L(pool): sleeping idle workers, LIFO (the list is defined after worker).
   const std::unique_ptr<idle_list> idle QUIESCE_PT_GUARDED_BY(lock);
   int nr_workers QUIESCE_GUARDED_BY(lock) = 0;      // L(pool)
@@ -285,21 +285,22 @@ struct worker {
   std::thread thread;       // L(pool): started under the pool lock; never joined
 
   // L(pool):
-  list_node idle_node QUIESCE_GUARDED_BY(pool->lock);   // linked in pool->idle while sleeping idle
-  bool idle QUIESCE_GUARDED_BY(pool->lock) = false;     // on the idle list, not yet woken
-  bool busy QUIESCE_GUARDED_BY(pool->lock) = false;     // processing items (left idle, not yet back)
+  list_node idle_node QUIESCE_GUARDED_BY(pool->lock);  // linked in pool->idle while sleeping idle
+  bool idle QUIESCE_GUARDED_BY(pool->lock) = false;    // on the idle list, not yet woken
+  bool busy QUIESCE_GUARDED_BY(pool->lock) = false;    // processing items (left idle, not yet back)
   bool counted QUIESCE_GUARDED_BY(pool->lock) = false;  // included in pool->nr_running
   int block_depth QUIESCE_GUARDED_BY(pool->lock) =
       0;  // voluntary blocks (may_block, quiesce's waits) entered now
   bool cpu_intensive QUIESCE_GUARDED_BY(pool->lock) =
       false;  // current item marked (by its queue's flag or the watchdog)
   bool found_asleep QUIESCE_GUARDED_BY(pool->lock) =
-      false;                                          // the watchdog saw it sleeping while counted
+      false;                                           // the watchdog saw it sleeping while counted
   bool waking QUIESCE_GUARDED_BY(pool->lock) = false;  // counted in pool->nr_waking
   work* current QUIESCE_GUARDED_BY(pool->lock) = nullptr;  // the item executing
   struct pwq* current_pwq QUIESCE_GUARDED_BY(pool->lock) = nullptr;
   std::uint64_t current_start_ns QUIESCE_GUARDED_BY(pool->lock) = 0;
-  std::uint64_t current_seq QUIESCE_GUARDED_BY(pool->lock) = 0;  // executions started by this worker
+  std::uint64_t current_seq QUIESCE_GUARDED_BY(pool->lock) =
+      0;  // executions started by this worker
   work_list scheduled
       QUIESCE_GUARDED_BY(pool->lock);  // items handed to this worker (non-reentrancy)
   std::uint64_t idle_since_ns QUIESCE_GUARDED_BY(pool->lock) = 0;
@@ -321,7 +322,11 @@ struct worker {
 struct idle_list : intrusive_list<worker, &worker::idle_node> {};
 
 inline pool::pool(int id_, cpu_set cpus_, int cpu_, int node_, int nice_)
-    : id(id_), cpus(std::move(cpus_)), cpu(cpu_), node(node_), nice(nice_),
+    : id(id_),
+      cpus(std::move(cpus_)),
+      cpu(cpu_),
+      node(node_),
+      nice(nice_),
       idle(std::make_unique<idle_list>()) {}
 
 // ---- registry.cpp: the pools, and process exit --------------------------------------------
@@ -365,7 +370,7 @@ struct wq_impl {
   std::vector<std::unique_ptr<active_domain>> domains;  // I
   std::vector<std::unique_ptr<pwq>> pwqs;               // I
   std::vector<int> pwq_index_of_cpu;                    // I: cpu number -> pwqs index, -1
-  mutex flush_mutex{"wq flush_mutex"};                                 // serialises flush() callers
+  mutex flush_mutex{"wq flush_mutex"};                  // serialises flush() callers
   std::atomic<int> draining{0};                         // A: drain() calls in progress
   // Instances of this queue that exist: armed on the timer, queued (active or inactive), in
   // transit between those, or running. Created before an instance exists, ended as the last

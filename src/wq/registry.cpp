@@ -23,8 +23,8 @@
 #include <stdexcept>
 #include <system_error>
 
-#include "../base/never_destroyed.hpp"
 #include "../base/mutex.hpp"
+#include "../base/never_destroyed.hpp"
 #include "internal.hpp"
 #include "quiesce/clock.hpp"
 #include "quiesce/topology.hpp"
@@ -151,9 +151,9 @@ class registry {
   std::map<std::pair<std::string, bool>, std::unique_ptr<pool>> unbound_
       QUIESCE_GUARDED_BY(unbound_lock_);
   int next_pool_id_ QUIESCE_GUARDED_BY(unbound_lock_) = 0;
-  detail::mutex hook_lock_{"wq exit hook lock"};               // serialises exit hook registrations
-  std::atomic<std::uint64_t> covered_{0};  // A: queues up to this serial precede the hook
-  watchdog_registration watchdog_;         // I
+  detail::mutex hook_lock_{"wq exit hook lock"};  // serialises exit hook registrations
+  std::atomic<std::uint64_t> covered_{0};         // A: queues up to this serial precede the hook
+  watchdog_registration watchdog_;                // I
 };
 
 }  // namespace

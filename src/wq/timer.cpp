@@ -7,8 +7,8 @@
 #include <mutex>
 #include <vector>
 
-#include "../base/never_destroyed.hpp"
 #include "../base/mutex.hpp"
+#include "../base/never_destroyed.hpp"
 #include "completion.hpp"
 #include "internal.hpp"
 #include "quiesce/clock.hpp"

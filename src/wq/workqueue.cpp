@@ -106,8 +106,7 @@ wq_impl::wq_impl(std::string name_, const wq_options& opt_)
           std::make_unique<active_domain>(limit, users == 1 ? &group_pool[g]->lock : nullptr));
       domain_at[index] = domains.back().get();
     }
-    pwqs.push_back(
-        std::make_unique<pwq>(this, group_pool[g], domain_at[index]));
+    pwqs.push_back(std::make_unique<pwq>(this, group_pool[g], domain_at[index]));
     for (int cpu : groups[g]) {
       pwq_index_of_cpu[static_cast<std::size_t>(cpu)] = static_cast<int>(pwqs.size()) - 1;
     }

@@ -119,7 +119,7 @@ void check_pool_locked(pool& p, std::uint64_t now, const watchdog_config& c, poo
         w.wd_seen_seq = w.current_seq;
         w.wd_cpu_baseline = thread_cpu_ns(w.cpu_clock);
       } else if (thread_cpu_ns(w.cpu_clock) - w.wd_cpu_baseline >= hog_ns) {
-        w.cpu_intensive = true;                  // stops counting: another worker may start
+        w.cpu_intensive = true;                   // stops counting: another worker may start
         w.current_pwq->pool->lock.assert_held();  // the pwq of this pool it runs for
         ++w.current_pwq->hogs;
         watchdog_count(&watchdog_counters::wq_cpu_hogs);
