@@ -16,9 +16,6 @@
 
 #include <chrono>
 #include <cstdint>
-#include <functional>
-#include <memory>
-#include <string>
 
 namespace quiesce {
 
@@ -72,34 +69,20 @@ struct watchdog_counters {
 };
 watchdog_counters get_watchdog_counters();
 
-// ---- For runtime modules (workqueue, RCU): how checks plug into the one thread. ----
-
-// A check runs on the watchdog thread at every tick while the watchdog is busy.
-using watchdog_check = std::function<void(std::uint64_t now_ns, const watchdog_config& config)>;
-
-// Keeps a check registered; unregisters on destruction (after which the check will not
-// run again and is not running).
-class watchdog_registration {
+// Sets a configuration for a scope and restores the one before it on the way out (an
+// exception or a test's early ASSERT included). Not for concurrent use: the configuration
+// is process-wide, and scopes nest only in the order they were made.
+class scoped_watchdog_config {
  public:
-  watchdog_registration() = default;
-  explicit watchdog_registration(std::uint64_t id) : id_(id) {}
-  watchdog_registration(watchdog_registration&& other) noexcept : id_(other.id_) { other.id_ = 0; }
-  watchdog_registration& operator=(watchdog_registration&& other) noexcept;
-  ~watchdog_registration();
+  explicit scoped_watchdog_config(const watchdog_config& config) : saved_(get_watchdog_config()) {
+    set_watchdog_config(config);
+  }
+  ~scoped_watchdog_config() { set_watchdog_config(saved_); }
+  scoped_watchdog_config(const scoped_watchdog_config&) = delete;
+  scoped_watchdog_config& operator=(const scoped_watchdog_config&) = delete;
 
  private:
-  std::uint64_t id_ = 0;
+  watchdog_config saved_;
 };
-
-// Registers `check`, starting the watchdog thread if needed.
-[[nodiscard]] watchdog_registration watchdog_register(std::string name, watchdog_check check);
-
-// Marks something in flight (the watchdog ticks while any is held) / no longer in flight.
-// Cheap: one atomic add; a futex wake only when the watchdog had gone to sleep.
-void watchdog_hold() noexcept;
-void watchdog_release() noexcept;
-
-// Counter updates for the checks (the counters above).
-void watchdog_count(std::uint64_t watchdog_counters::*counter) noexcept;
 
 }  // namespace quiesce

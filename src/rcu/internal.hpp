@@ -27,6 +27,7 @@
 #include "../base/die.hpp"
 #include "../base/mutant.hpp"
 #include "../base/mutex.hpp"
+#include "../watchdog/plugin.hpp"
 #include "quiesce/clock.hpp"
 #include "quiesce/histogram.hpp"
 #include "quiesce/list.hpp"

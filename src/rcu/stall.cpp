@@ -40,7 +40,7 @@ void report_stall(rcu_state& st, std::uint64_t gp, std::uint64_t now, std::uint6
   msg += fmt::format("\n\t({} grace period {} started {} ms ago)", st.name, gp, ms(now - start));
   log(log_level::err, msg);
   st.stalls.fetch_add(1, std::memory_order_relaxed);
-  watchdog_count(&watchdog_counters::rcu_stalls);
+  watchdog_count(watchdog_counter::rcu_stalls);
 }
 
 void check_domain(rcu_state& st, std::uint64_t now, const watchdog_config& c) {
@@ -62,7 +62,7 @@ void check_domain(rcu_state& st, std::uint64_t now, const watchdog_config& c) {
             fmt::format("rcu_tasks_wait_gp: {} grace period number {} (since boot) is {} ms old.",
                         st.name, started, ms(age)));
         st.stall_infos.fetch_add(1, std::memory_order_relaxed);
-        watchdog_count(&watchdog_counters::rcu_stall_infos);
+        watchdog_count(watchdog_counter::rcu_stall_infos);
         st.info_interval_ns *= c.rcu_tasks_info_mult;
         st.next_info_ns += st.info_interval_ns;
       }
@@ -106,7 +106,7 @@ void check_domain(rcu_state& st, std::uint64_t now, const watchdog_config& c) {
   for (const std::string& line : reports) {
     log(log_level::err, line);
     st.hung.fetch_add(1, std::memory_order_relaxed);
-    watchdog_count(&watchdog_counters::rcu_hung_waiters);
+    watchdog_count(watchdog_counter::rcu_hung_waiters);
   }
 }
 

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "quiesce/watchdog.hpp"
 
+#include "plugin.hpp"
+
 #include <pthread.h>
 #include <algorithm>
 #include <atomic>
@@ -24,6 +26,7 @@ namespace quiesce {
 namespace {
 
 using namespace std::chrono_literals;
+using detail::watchdog_check;
 
 class watchdog;
 watchdog& the_watchdog();
@@ -91,7 +94,9 @@ class watchdog {
   }
   void release() noexcept { holds_.fetch_sub(1, std::memory_order_release); }
 
-  std::atomic<std::uint64_t> counters[7] = {};  // A: relaxed; indexed like watchdog_counters
+  // A (relaxed): the reports of each kind, indexed by detail::watchdog_counter.
+  std::atomic<std::uint64_t> counters[static_cast<std::size_t>(detail::watchdog_counter::count_)] =
+      {};
 
  private:
   struct entry {
@@ -166,20 +171,6 @@ watchdog& the_watchdog() {
   return w.get();
 }
 
-// The counters in declaration order; their index is the slot in watchdog::counters.
-constexpr std::uint64_t watchdog_counters::*counter_members[] = {
-    &watchdog_counters::wq_lockups,      &watchdog_counters::wq_cpu_hogs,
-    &watchdog_counters::wq_hog_reports,  &watchdog_counters::wq_sleepers,
-    &watchdog_counters::rcu_stall_infos, &watchdog_counters::rcu_stalls,
-    &watchdog_counters::rcu_hung_waiters};
-
-std::size_t counter_index(std::uint64_t watchdog_counters::*counter) {
-  for (std::size_t i = 0; i < std::size(counter_members); ++i) {
-    if (counter_members[i] == counter) return i;
-  }
-  return 0;  // unreachable: every member is listed
-}
-
 }  // namespace
 
 void set_watchdog_config(const watchdog_config& c) {
@@ -215,15 +206,23 @@ watchdog_config get_watchdog_config() {
 
 watchdog_counters get_watchdog_counters() {
   watchdog& w = the_watchdog();
-  watchdog_counters c;
-  for (std::size_t i = 0; i < std::size(counter_members); ++i) {
-    c.*counter_members[i] = w.counters[i].load(std::memory_order_relaxed);
-  }
-  return c;
+  const auto read = [&](detail::watchdog_counter c) {
+    return w.counters[static_cast<std::size_t>(c)].load(std::memory_order_relaxed);
+  };
+  using detail::watchdog_counter;
+  return {.wq_lockups = read(watchdog_counter::wq_lockups),
+          .wq_cpu_hogs = read(watchdog_counter::wq_cpu_hogs),
+          .wq_hog_reports = read(watchdog_counter::wq_hog_reports),
+          .wq_sleepers = read(watchdog_counter::wq_sleepers),
+          .rcu_stall_infos = read(watchdog_counter::rcu_stall_infos),
+          .rcu_stalls = read(watchdog_counter::rcu_stalls),
+          .rcu_hung_waiters = read(watchdog_counter::rcu_hung_waiters)};
 }
 
-void watchdog_count(std::uint64_t watchdog_counters::*counter) noexcept {
-  the_watchdog().counters[counter_index(counter)].fetch_add(1, std::memory_order_relaxed);
+namespace detail {
+
+void watchdog_count(watchdog_counter c) noexcept {
+  the_watchdog().counters[static_cast<std::size_t>(c)].fetch_add(1, std::memory_order_relaxed);
 }
 
 watchdog_registration watchdog_register(std::string name, watchdog_check check) {
@@ -250,4 +249,5 @@ void watchdog_release() noexcept {
   the_watchdog().release();
 }
 
+}  // namespace detail
 }  // namespace quiesce

@@ -52,6 +52,7 @@
 
 #include "../base/mutant.hpp"
 #include "../base/mutex.hpp"
+#include "../watchdog/plugin.hpp"
 #include "instance_count.hpp"
 #include "quiesce/cpu_set.hpp"
 #include "quiesce/histogram.hpp"

@@ -61,7 +61,7 @@ void report_hog(const std::string& name, const watchdog_config& c) {
         fmt::format("workqueue: {} hogged CPU for >{}us {} times, consider switching to "
                     "WQ_UNBOUND",
                     name, us.count(), count));
-    watchdog_count(&watchdog_counters::wq_hog_reports);
+    watchdog_count(watchdog_counter::wq_hog_reports);
   }
 }
 
@@ -103,7 +103,7 @@ void check_pool_locked(pool& p, std::uint64_t now, const watchdog_config& c, poo
     if (now > since && now - since >= lockup_ns && p.lockup_reported_ts != since) {
       p.lockup_reported_ts = since;  // once per stall; progress re-arms it
       out.lines.emplace_back(log_level::err, lockup_report_locked(p, now, since));
-      watchdog_count(&watchdog_counters::wq_lockups);
+      watchdog_count(watchdog_counter::wq_lockups);
     }
   }
   // CPU-intensive marking is for per-CPU pools only (an unbound item may run long).
@@ -122,7 +122,7 @@ void check_pool_locked(pool& p, std::uint64_t now, const watchdog_config& c, poo
         w.cpu_intensive = true;                   // stops counting: another worker may start
         w.current_pwq->pool->lock.assert_held();  // the pwq of this pool it runs for
         ++w.current_pwq->hogs;
-        watchdog_count(&watchdog_counters::wq_cpu_hogs);
+        watchdog_count(watchdog_counter::wq_cpu_hogs);
         update_count_locked(w);
         out.hogs.push_back(w.current->name());
       }
@@ -133,7 +133,7 @@ void check_pool_locked(pool& p, std::uint64_t now, const watchdog_config& c, poo
         const char state = thread_state(w.stat_fd);
         if (state == 'S' || state == 'D') {
           w.found_asleep = true;
-          watchdog_count(&watchdog_counters::wq_sleepers);
+          watchdog_count(watchdog_counter::wq_sleepers);
           update_count_locked(w);
         }
       } else if (w.found_asleep && thread_state(w.stat_fd) == 'R') {

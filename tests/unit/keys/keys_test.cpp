@@ -15,7 +15,6 @@
 #include "quiesce/thread.hpp"
 #include "quiesce/watchdog.hpp"
 #include "wait.hpp"
-#include "watchdog_scope.hpp"
 
 namespace quiesce::keys {
 namespace {
@@ -208,7 +207,7 @@ TEST(KeyStore, NoKeyIsDestroyedWhileAReaderHoldsItsKeyring) {
   watchdog_config cfg;
   cfg.tick = 1ms;
   cfg.rcu_stall = 20ms;
-  test::scoped_watchdog_config fast_stalls(cfg);
+  scoped_watchdog_config fast_stalls(cfg);
   log_capture capture;
   key_store s;
   std::atomic<int> destroyed{0};

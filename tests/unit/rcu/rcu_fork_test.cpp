@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "../../../src/watchdog/plugin.hpp"
 #include "quiesce/clock.hpp"
 #include "quiesce/rcu.hpp"
 #include "quiesce/watchdog.hpp"
@@ -193,23 +194,23 @@ TEST(RcuFork, AChildThatExitsNormallyDoesNotHang) {
 // so in every child's static destructors when the fork hit a watchdog tick.
 TEST(RcuFork, AWatchdogCheckRunningAtTheForkDoesNotHangTheChild) {
   std::atomic<bool> in_check{false}, release{false};
-  watchdog_registration reg =
-      watchdog_register("fork_blocker", [&](std::uint64_t, const watchdog_config&) {
+  detail::watchdog_registration reg =
+      detail::watchdog_register("fork_blocker", [&](std::uint64_t, const watchdog_config&) {
         in_check = true;
         while (!release.load())
           std::this_thread::yield();
       });
-  watchdog_hold();  // keep the watchdog ticking
+  detail::watchdog_hold();  // keep the watchdog ticking
   ASSERT_TRUE(test::eventually([&] { return in_check.load(); })) << "the check never ran";
   const pid_t pid = ::fork();
   ASSERT_GE(pid, 0);
   if (pid == 0) {
-    reg = watchdog_registration();  // removes the check: must not wait for it
+    reg = detail::watchdog_registration();  // removes the check: must not wait for it
     ::_exit(child_ok);
   }
   const int rc = wait_child(pid);
   release = true;
-  watchdog_release();
+  detail::watchdog_release();
   EXPECT_EQ(rc, child_ok) << "the child hung removing a watchdog check";
 }
 

@@ -15,7 +15,6 @@
 #include "quiesce/watchdog.hpp"
 #include "quiesce/workqueue.hpp"
 #include "wait.hpp"
-#include "watchdog_scope.hpp"
 
 namespace quiesce {
 namespace {
@@ -23,7 +22,6 @@ namespace {
 using namespace std::chrono_literals;
 using test::eventually;
 using test::gate;
-using test::scoped_watchdog_config;
 
 // Millisecond stall thresholds: a grace period held by a reader is reported quickly, which
 // is how the tests learn - without timing - that a synchronize really is waiting.

@@ -13,7 +13,6 @@
 #include "quiesce/thread.hpp"
 #include "quiesce/watchdog.hpp"
 #include "wait.hpp"
-#include "watchdog_scope.hpp"
 
 namespace quiesce::sanitize {
 namespace {
@@ -127,7 +126,7 @@ void expect_waiter_held(qs_policy policy) {
   watchdog_config cfg = get_watchdog_config();
   cfg.tick = 1ms;
   cfg.rcu_tasks_stall = 30ms;
-  test::scoped_watchdog_config fast_stalls(cfg);
+  scoped_watchdog_config fast_stalls(cfg);
   log_capture capture;
   scenario s(policy);
   s.start();

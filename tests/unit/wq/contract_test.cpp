@@ -30,7 +30,6 @@
 #include "quiesce/watchdog.hpp"
 #include "quiesce/workqueue.hpp"
 #include "wait.hpp"
-#include "watchdog_scope.hpp"
 
 namespace quiesce {
 namespace {
@@ -373,7 +372,7 @@ TEST(WqContract, WorkFlushWaitsForAPendingInstance) {
 // the wait, or B never starts (the watchdog's rescue is off).
 void expect_wait_lets_its_cpu_run(workqueue& b_queue, const std::function<void(work& b)>& wait,
                                   const char* what) {
-  test::scoped_watchdog_config no_rescue(no_rescue_config());
+  scoped_watchdog_config no_rescue(no_rescue_config());
   workqueue wq("waiter");
   const int c = first_cpu();
   std::atomic<bool> b_ran{false}, b_ran_when_waited{false};
@@ -412,7 +411,7 @@ TEST(WqContract, FlushOfAnotherQueueActsAsMayBlock) {
 // Guards against cancel_sync() from an item not acting as may_block: the item it waits for
 // (running elsewhere) waits for an item queued on the waiter's CPU.
 TEST(WqContract, CancelSyncActsAsMayBlock) {
-  test::scoped_watchdog_config no_rescue(no_rescue_config());
+  scoped_watchdog_config no_rescue(no_rescue_config());
   workqueue wq("canceller");
   workqueue elsewhere("elsewhere", wq_options{.unbound = true});
   const int c = first_cpu();
@@ -444,7 +443,7 @@ TEST(WqContract, CancelSyncActsAsMayBlock) {
 // Guards against rcu_synchronize() from an item not acting as may_block: the reader it
 // waits for is released only once an item queued on the waiter's CPU has run.
 TEST(WqContract, RcuSynchronizeActsAsMayBlock) {
-  test::scoped_watchdog_config no_rescue(no_rescue_config());
+  scoped_watchdog_config no_rescue(no_rescue_config());
   workqueue wq("rcu-sync");
   const int c = first_cpu();
   gate b_ran;
@@ -473,7 +472,7 @@ TEST(WqContract, RcuSynchronizeActsAsMayBlock) {
 
 // Guards against rcu_barrier() from an item not acting as may_block.
 TEST(WqContract, RcuBarrierActsAsMayBlock) {
-  test::scoped_watchdog_config no_rescue(no_rescue_config());
+  scoped_watchdog_config no_rescue(no_rescue_config());
   workqueue wq("rcu-barrier");
   const int c = first_cpu();
   gate b_ran;
@@ -506,7 +505,7 @@ TEST(WqContract, RcuBarrierActsAsMayBlock) {
 // Guards against the watchdog calling the log sink with the pool lock held: a sink that
 // queues work on that pool would deadlock the watchdog and the pool.
 TEST(WqContract, LogSinkMayQueueWorkOnThePoolBeingReported) {
-  test::scoped_watchdog_config cfg(
+  scoped_watchdog_config cfg(
       {.tick = 1ms, .wq_cpu_intensive = 5ms, .wq_cpu_intensive_warning = 1});
   const int c = first_cpu();
   std::atomic<int> log_items_run{0};
@@ -756,7 +755,7 @@ TEST(WqContract, RequeueOnAnotherCpuOfARunningItemRunsOnItsWorker) {
   const auto& cpus = system_topology().cpus().cpus();
   if (cpus.size() < 2) GTEST_SKIP() << "needs two CPUs";
   const int cpu0 = cpus[0], cpu1 = cpus[1];
-  test::scoped_watchdog_config no_rescue(no_rescue_config());
+  scoped_watchdog_config no_rescue(no_rescue_config());
   workqueue wq("xpool2");
   gate first_started, release, plug_started, unplug;
   std::atomic<int> runs{0}, second_cpu{-1};

@@ -11,11 +11,11 @@
 #include <stdexcept>
 #include <vector>
 
+#include "../../../src/watchdog/plugin.hpp"
 #include "quiesce/log.hpp"
 #include "quiesce/topology.hpp"
 #include "quiesce/workqueue.hpp"
 #include "wait.hpp"
-#include "watchdog_scope.hpp"
 
 namespace quiesce {
 namespace {
@@ -23,7 +23,6 @@ namespace {
 using namespace std::chrono_literals;
 using test::eventually;
 using test::gate;
-using test::scoped_watchdog_config;
 
 int cpu0() {
   return system_topology().cpus().first();
@@ -144,23 +143,43 @@ TEST(Watchdog, ConfigIsValidated) {
   EXPECT_EQ(get_watchdog_config().wq_cpu_intensive, 10ms);
 }
 
+TEST(Watchdog, ScopedConfigRestoresThePreviousOneOnEveryWayOut) {
+  const watchdog_config before = get_watchdog_config();
+  watchdog_config c = before;
+  c.wq_lockup = before.wq_lockup + 7s;
+  {
+    scoped_watchdog_config scoped(c);
+    EXPECT_EQ(get_watchdog_config().wq_lockup, before.wq_lockup + 7s);
+  }
+  EXPECT_EQ(get_watchdog_config().wq_lockup, before.wq_lockup);
+  try {
+    scoped_watchdog_config scoped(c);
+    throw std::runtime_error("leaves the scope");
+  } catch (const std::runtime_error&) {
+  }
+  EXPECT_EQ(get_watchdog_config().wq_lockup, before.wq_lockup);
+  c.tick = 0s;  // invalid: nothing is changed, nothing to restore
+  EXPECT_THROW(scoped_watchdog_config{c}, std::invalid_argument);
+  EXPECT_EQ(get_watchdog_config().tick, before.tick);
+}
+
 TEST(Watchdog, RegisteredChecksRunUntilUnregistered) {
   std::atomic<int> runs{0};
   {
-    watchdog_registration r =
-        watchdog_register("test", [&](std::uint64_t, const watchdog_config&) { ++runs; });
-    watchdog_hold();
+    detail::watchdog_registration r =
+        detail::watchdog_register("test", [&](std::uint64_t, const watchdog_config&) { ++runs; });
+    detail::watchdog_hold();
     EXPECT_TRUE(eventually([&] { return runs.load() >= 3; }));
-    watchdog_release();
+    detail::watchdog_release();
   }
   const int after = runs.load();
-  watchdog_hold();
+  detail::watchdog_hold();
   // Another registration proves ticks continue; the removed check must not run again.
   std::atomic<int> other{0};
-  watchdog_registration r2 =
-      watchdog_register("other", [&](std::uint64_t, const watchdog_config&) { ++other; });
+  detail::watchdog_registration r2 =
+      detail::watchdog_register("other", [&](std::uint64_t, const watchdog_config&) { ++other; });
   EXPECT_TRUE(eventually([&] { return other.load() >= 3; }));
-  watchdog_release();
+  detail::watchdog_release();
   EXPECT_EQ(runs.load(), after);
 }
 

@@ -22,7 +22,6 @@
 #include "quiesce/trace.hpp"
 #include "quiesce/watchdog.hpp"
 #include "wait.hpp"
-#include "watchdog_scope.hpp"
 
 // A plain function with an exported symbol: its work item is named after it.
 void key_garbage_collector(quiesce::work&) {}
@@ -432,7 +431,7 @@ TEST(Workqueue, MayBlockLetsTheNextItemOfTheCpuRun) {
   // while a waits for it on the same CPU pool.
   auto cfg = get_watchdog_config();
   cfg.wq_sleep_detection = false;
-  test::scoped_watchdog_config no_sleep_detection(cfg);
+  scoped_watchdog_config no_sleep_detection(cfg);
   workqueue wq("mayblock");
   gate b_ran;
   work b("b", [&](work&) { b_ran.open(); });
