@@ -7,8 +7,6 @@
 #pragma once
 
 #include <cstdint>
-#include <string>
-#include <string_view>
 
 namespace quiesce {
 
@@ -34,16 +32,5 @@ class summary {
   double min_ = 0;
   double max_ = 0;
 };
-
-// keygcbench's line for a summary of nanosecond samples, printed in milliseconds (var in
-// ms^2): "unused:   min=798.785 avg=4181.989 max=7565.193 var=11446068.927". The
-// "name:" column is padded to `name_width` characters (10 fits "combined:").
-std::string keygcbench_line(std::string_view name, const summary& ns, int name_width = 10);
-
-// How far `after` fell below `before`, in percent of `before` (negative: it rose); 0 when
-// `before` is 0. The experiments' before/after figures ("variance -93%").
-constexpr double drop_pct(double before, double after) noexcept {
-  return before == 0 ? 0.0 : (before - after) / before * 100.0;
-}
 
 }  // namespace quiesce

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // write_file_atomically and read_file (quiesce/file_io.hpp).
-#include "quiesce/file_io.hpp"
+#include "file_io.hpp"
 
 #include <fcntl.h>
 #include <fmt/format.h>

@@ -1,8 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "quiesce/summary.hpp"
 
-#include <fmt/format.h>
-
 #include <algorithm>
 
 namespace quiesce {
@@ -35,13 +33,6 @@ void summary::merge(const summary& other) noexcept {
   count_ += other.count_;
   min_ = std::min(min_, other.min_);
   max_ = std::max(max_, other.max_);
-}
-
-std::string keygcbench_line(std::string_view name, const summary& ns, int name_width) {
-  constexpr double ms = 1e6;
-  return fmt::format("{:<{}}min={:.3f} avg={:.3f} max={:.3f} var={:.3f}", fmt::format("{}:", name),
-                     name_width, ns.min() / ms, ns.mean() / ms, ns.max() / ms,
-                     ns.variance() / (ms * ms));
 }
 
 }  // namespace quiesce

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "quiesce/topology.hpp"
-#include "quiesce/file_io.hpp"
+#include "file_io.hpp"
 
 #include "never_destroyed.hpp"
 

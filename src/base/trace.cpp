@@ -16,7 +16,7 @@
 #include <system_error>
 #include <unordered_set>
 
-#include "quiesce/file_io.hpp"
+#include "file_io.hpp"
 #include "quiesce/thread.hpp"
 
 namespace quiesce::trace {

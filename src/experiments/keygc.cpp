@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "quiesce/experiments/keygc.hpp"
+#include "quiesce/experiments/keygcbench_format.hpp"
 
 #include <fmt/format.h>
 

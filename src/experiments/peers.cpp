@@ -17,9 +17,9 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "../base/file_io.hpp"
 #include "quiesce/clock.hpp"
 #include "quiesce/experiments/spread.hpp"
-#include "quiesce/file_io.hpp"
 #include "quiesce/verity.hpp"
 
 extern char** environ;

@@ -4,6 +4,7 @@
 // synchronize_rcu_tasks) waits for a Tasks grace period, the time line sampled meanwhile;
 // and the comparison of the two policies with its renderings.
 #include "quiesce/experiments/sanitize_boot.hpp"
+#include "quiesce/experiments/keygcbench_format.hpp"
 
 #include <fmt/format.h>
 

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Seed 004's experiment and its renderings (verity_bench.hpp).
 #include "quiesce/experiments/verity_bench.hpp"
+#include "quiesce/experiments/keygcbench_format.hpp"
 
 #include <fmt/format.h>
 
@@ -8,9 +9,9 @@
 #include <filesystem>
 #include <fstream>
 
+#include "../base/random.hpp"
 #include "quiesce/clock.hpp"
 #include "quiesce/host/temp_dir.hpp"
-#include "quiesce/random.hpp"
 #include "quiesce/summary.hpp"
 #include "quiesce/thread.hpp"
 #include "quiesce/topology.hpp"

@@ -18,11 +18,11 @@
 #include <thread>
 #include <vector>
 
+#include "../base/random.hpp"
 #include "quiesce/clock.hpp"
 #include "quiesce/host/exit_cleanup.hpp"
 #include "quiesce/host/temp_dir.hpp"
 #include "quiesce/mount/verity_fs.hpp"
-#include "quiesce/random.hpp"
 #include "quiesce/thread.hpp"
 #include "quiesce/verity.hpp"
 #include "quiesce/workqueue.hpp"

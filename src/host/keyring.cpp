@@ -14,7 +14,7 @@
 #include <stdexcept>
 #include <system_error>
 
-#include "quiesce/file_io.hpp"
+#include "../base/file_io.hpp"
 
 namespace quiesce::host {
 

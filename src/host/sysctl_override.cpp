@@ -2,7 +2,7 @@
 // sysctl_override (sysctl_override.hpp): the old value is restored by an exit_cleanup
 // action, prepared before the new value is written.
 #include "quiesce/host/sysctl_override.hpp"
-#include "quiesce/file_io.hpp"
+#include "../base/file_io.hpp"
 
 #include <fcntl.h>
 #include <fmt/format.h>

@@ -7,9 +7,9 @@
 #include <stdexcept>
 #include <system_error>
 
+#include "../base/random.hpp"
 #include "internal.hpp"
 #include "quiesce/clock.hpp"
-#include "quiesce/random.hpp"
 
 namespace quiesce::keys {
 

@@ -16,12 +16,12 @@
 #include <optional>
 #include <system_error>
 
+#include "../base/file_io.hpp"
 #include "../base/mutex.hpp"
 #include "hasher.hpp"
 #include "merkle_layout.hpp"
 #include "mutant.hpp"
 #include "quiesce/clock.hpp"
-#include "quiesce/file_io.hpp"
 #include "quiesce/verity.hpp"
 #include "quiesce/workqueue.hpp"
 #include "regular_file.hpp"

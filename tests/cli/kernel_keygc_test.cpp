@@ -26,6 +26,7 @@
 
 #include "quiesce/clock.hpp"
 #include "quiesce/experiments/kernel_keygc.hpp"
+#include "quiesce/experiments/keygcbench_format.hpp"
 #include "quiesce/host/cyclictest.hpp"
 #include "quiesce/host/kernel_trace.hpp"
 #include "quiesce/host/keyring.hpp"

@@ -13,6 +13,25 @@ endfunction()
 
 run("install" ${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${prefix})
 
+# 0. The installed headers are the library's contract and nothing else: every header they
+# include is installed too, and the internal helpers (src/) are not among them.
+file(GLOB_RECURSE installed_headers ${prefix}/include/*.hpp ${prefix}/include/*.h)
+foreach(header IN LISTS installed_headers)
+  file(STRINGS ${header} quoted_includes REGEX "^#include \"")
+  foreach(line IN LISTS quoted_includes)
+    string(REGEX REPLACE "^#include \"([^\"]+)\".*" "\\1" included "${line}")
+    if(NOT EXISTS ${prefix}/include/${included})
+      message(FATAL_ERROR "installed ${header} includes ${included}, which is not installed")
+    endif()
+  endforeach()
+endforeach()
+foreach(internal file_io.hpp random.hpp)
+  if(EXISTS ${prefix}/include/quiesce/${internal})
+    message(FATAL_ERROR "internal header quiesce/${internal} is installed")
+  endif()
+endforeach()
+message(STATUS "installed headers: ok")
+
 # 1. find_package(quiesce) + target_link_libraries(x quiesce::quiesce)
 run("configure consumer" ${CMAKE_COMMAND} -S ${CONSUMER_DIR} -B ${WORK_DIR}/consumer -G Ninja
     -DCMAKE_PREFIX_PATH=${prefix})

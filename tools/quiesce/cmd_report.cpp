@@ -13,12 +13,12 @@
 #include <fstream>
 #include <system_error>
 
+#include "../../src/base/file_io.hpp"
 #include "machine.hpp"
 #include "number_option.hpp"
 #include "progress.hpp"
 #include "quiesce/clock.hpp"
 #include "quiesce/experiments/peers.hpp"
-#include "quiesce/file_io.hpp"
 #include "quiesce/version.hpp"
 #include "registry.hpp"
 #include "seeds.hpp"

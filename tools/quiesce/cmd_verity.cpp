@@ -11,12 +11,12 @@
 #include <optional>
 #include <system_error>
 
+#include "../../src/base/file_io.hpp"
 #include "number_option.hpp"
 #include "plot_option.hpp"
 #include "progress.hpp"
 #include "quiesce/experiments/verity_bench.hpp"
 #include "quiesce/experiments/verity_mount_bench.hpp"
-#include "quiesce/file_io.hpp"
 #include "quiesce/mount/verity_fs.hpp"
 #include "quiesce/verity.hpp"
 #include "quiesce/workqueue.hpp"

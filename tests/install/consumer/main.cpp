@@ -14,7 +14,7 @@ int main() {
   quiesce::summary s;
   s.add(1'000'000);
   s.add(3'000'000);
-  const std::string line = quiesce::keygcbench_line("unused", s);
+  const bool summary_ok = s.count() == 2 && s.mean() == 2'000'000 && s.max() == 3'000'000;
   quiesce::histogram h;
   for (std::uint64_t v = 1; v <= 100; ++v)
     h.record(v);
@@ -27,9 +27,8 @@ int main() {
     const auto k = store.add_key("user", "k", "payload", ring);
     keys_ok = store.read(k) == "payload";
   }
-  const bool ok = keys_ok && line == "unused:   min=1.000 avg=2.000 max=3.000 var=1.000" &&
-                  h.percentile(50) == 50 && quiesce::cpu_set::parse("0-2").size() == 3 &&
-                  capture.count("installed") == 1;
+  const bool ok = keys_ok && summary_ok && h.percentile(50) == 50 &&
+                  quiesce::cpu_set::parse("0-2").size() == 3 && capture.count("installed") == 1;
   std::printf("quiesce %s: %s\n", quiesce::version_string, ok ? "ok" : "WRONG");
   return ok ? 0 : 1;
 }

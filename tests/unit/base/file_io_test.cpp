@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // write_file_atomically (quiesce/file_io.hpp): the whole file or the old one, never a
 // planted file or symlink followed, no temporary left behind on failure.
-#include "quiesce/file_io.hpp"
+#include "../../../src/base/file_io.hpp"
 
 #include <gtest/gtest.h>
 #include <unistd.h>

@@ -3,7 +3,7 @@
 
 #include <gtest/gtest.h>
 
-#include "quiesce/random.hpp"
+#include "../../../src/base/random.hpp"
 
 #include <random>
 #include <vector>
@@ -88,26 +88,11 @@ TEST(Summary, EmptyAndSingle) {
   EXPECT_EQ(s.variance(), 0.0);
 }
 
-TEST(Summary, KeygcbenchLineInMilliseconds) {
-  summary ns;
-  ns.add(1'000'000);  // 1 ms
-  ns.add(3'000'000);  // 3 ms
-  EXPECT_EQ(keygcbench_line("unused", ns), "unused:   min=1.000 avg=2.000 max=3.000 var=1.000");
-  EXPECT_EQ(keygcbench_line("combined", ns), "combined: min=1.000 avg=2.000 max=3.000 var=1.000");
-  summary seedlike;
-  seedlike.add(5'000);       // 0.005 ms
-  seedlike.add(79'591'000);  // 79.591 ms
-  EXPECT_EQ(keygcbench_line("x", seedlike, 0), "x:min=0.005 avg=39.798 max=79.591 var=1583.483");
-}
-
 }  // namespace
 }  // namespace quiesce
 
-// The two small helpers the experiments share (summary.hpp, random.hpp).
-TEST(ExperimentHelpers, DropPctAndXorshift) {
-  EXPECT_DOUBLE_EQ(quiesce::drop_pct(200, 14), 93.0);
-  EXPECT_DOUBLE_EQ(quiesce::drop_pct(100, 102.2), -2.2000000000000028);
-  EXPECT_DOUBLE_EQ(quiesce::drop_pct(0, 5), 0.0);
+// The workloads' pseudo-random numbers (src/base/random.hpp).
+TEST(Xorshift64, IsMarsaglias) {
   std::uint64_t state = 88172645463325252ull;  // Marsaglia's example seed and first output
   EXPECT_EQ(quiesce::xorshift64(state), 8748534153485358512ull);
   EXPECT_EQ(state, 8748534153485358512ull);

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "quiesce/experiments/keygc.hpp"
+#include "quiesce/experiments/keygcbench_format.hpp"
 
 namespace quiesce::experiments {
 

@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "quiesce/experiments/keygcbench_format.hpp"
 #include "quiesce/experiments/plot.hpp"
 #include "quiesce/experiments/spread.hpp"
 #include "quiesce/sanitize.hpp"

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Files written whole or not at all (base layer): the reports, traces, Merkle trees and
-// fs-verity sidecars that quiesce writes.
+// fs-verity sidecars that quiesce writes. Internal (the CLI, the experiments and the host
+// layer use it too); not installed.
 #pragma once
 
 #include <cstddef>

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Marsaglia's xorshift64 (shifts 13, 7, 17): the workloads' deterministic pseudo-random
 // numbers (key serials, bench data, random read offsets). Fast, reproducible from its
-// seed, and not for anything an attacker must not predict.
+// seed, and not for anything an attacker must not predict. Internal; not installed.
 #pragma once
 
 #include <cstdint>
