@@ -384,10 +384,16 @@ void verity_mount::serve() {
     // unmount() detached the mount and ended the loop, maybe before the kernel ended the
     // connection. libfuse's unmount below unmounts again unless the device reports the
     // connection gone - and on the bare directory it would print "fuse: failed to
-    // unmount". Once no file is open the kernel ends it at once: wait a little for that.
+    // unmount". The kernel ends it once no file is open and the detached mount's last
+    // reference is dropped - at once on an idle machine, but that last step may run in a
+    // kworker, which a loaded machine (two CPUs busy) delayed past a second: wait up to
+    // 10 s, returning as soon as the device reports it (POLLERR).
+    constexpr int wait_ms = 10'000, step_ms = 10;
     pollfd pfd{fuse_session_fd(impl_->se.get()), 0, 0};
-    for (int i = 0; i < 100 && !(::poll(&pfd, 1, 0) == 1 && (pfd.revents & POLLERR)); ++i)
-      ::usleep(10'000);
+    for (int waited = 0; waited < wait_ms; waited += step_ms) {
+      if (::poll(&pfd, 1, 0) == 1 && (pfd.revents & POLLERR)) break;
+      ::usleep(step_ms * 1000);
+    }
   }
   if (!impl_->unmounted.exchange(true)) fuse_session_unmount(impl_->se.get());
   if (rc < 0) {
