@@ -12,6 +12,7 @@
 
 #include <array>
 #include <atomic>
+#include <cerrno>
 #include <csignal>
 #include <cstdint>
 #include <cstring>
@@ -149,6 +150,7 @@ bool run_slot(slot& s, bool in_handler) noexcept {
 }
 
 void on_signal(int sig) {
+  const int saved_errno = errno;  // a handler leaves errno as it found it (TSan checks)
   // Newest first: a later action may depend on an earlier one still being in place.
   for (;;) {
     slot* newest = nullptr;
@@ -159,7 +161,8 @@ void on_signal(int sig) {
     run_slot(*newest, true);
   }
   ::signal(sig, SIG_DFL);  // die of the signal as the process would have without us
-  ::raise(sig);
+  ::raise(sig);            // delivered once the handler returns (it is blocked until then)
+  errno = saved_errno;
 }
 
 void install_handlers() {
