@@ -505,8 +505,7 @@ TEST(WqContract, RcuBarrierActsAsMayBlock) {
 // Guards against the watchdog calling the log sink with the pool lock held: a sink that
 // queues work on that pool would deadlock the watchdog and the pool.
 TEST(WqContract, LogSinkMayQueueWorkOnThePoolBeingReported) {
-  scoped_watchdog_config cfg(
-      {.tick = 1ms, .wq_cpu_intensive = 5ms, .wq_cpu_intensive_warning = 1});
+  scoped_watchdog_config cfg({.tick = 1ms, .wq_cpu_intensive = 5ms, .wq_cpu_intensive_warning = 1});
   const int c = first_cpu();
   std::atomic<int> log_items_run{0};
   std::atomic<bool> hog_line_seen{false};
