@@ -147,7 +147,7 @@ class key_store {
   std::size_t live_keys() const;  // keys in the serial tree (including the root keyring)
   key_ref get(key_serial key);    // ENOKEY if absent or dead
 
-  // Runs fn(description, usage) for each key linked in `keyring`, inside one RCU read-side
+  // Runs fn(description, serial) for each key linked in `keyring`, inside one RCU read-side
   // critical section: the keys cannot be destroyed until fn returns for the last of them.
   void for_each_link(key_serial keyring,
                      const std::function<void(const std::string&, key_serial)>& fn) const;

@@ -69,8 +69,8 @@
 #include <string>
 #include <vector>
 
+#include "quiesce/detail/work_state.hpp"
 #include "quiesce/histogram.hpp"
-#include "quiesce/list.hpp"
 #include "quiesce/rcu.hpp"
 #include "quiesce/schedstat.hpp"
 #include "quiesce/topology.hpp"
@@ -81,10 +81,6 @@ class work;
 class workqueue;
 
 namespace detail {
-struct pool;
-struct pwq;
-struct worker;
-struct active_domain;
 struct wq_access;
 struct wq_impl;
 }  // namespace detail
@@ -137,33 +133,11 @@ class work {
  private:
   friend struct detail::wq_access;
 
+  // The kernel's work_struct is a function, a data word and a list entry; here the last
+  // two (and the pool's bookkeeping for an instance) are one detail::work_state.
   std::function<void(work&)> fn_;  // I
   std::string name_;               // I
-  const char* trace_name_;         // I: interned name for trace events
-
-  // The state below is shared between queuers, workers, the timer and cancellers; each
-  // field names what protects it, in the legend of src/wq/internal.hpp (L(x) = lock x held;
-  // A = atomic; P = written by the owner of the pending bit before the item is listed).
-  std::atomic<std::uint32_t> flags_{0};              // A: PENDING and the disable count
-  std::atomic<std::uint64_t> last_id_{0};            // A: instances ever queued (id of the newest)
-  std::atomic<std::uint64_t> pending_id_{0};         // A: id of the queued instance, 0 if none
-  std::atomic<std::uint64_t> running_id_{0};         // A: id of the running instance, 0 if none
-  std::atomic<detail::pool*> queued_pool_{nullptr};  // A: pool whose list holds the item
-  std::atomic<detail::active_domain*> inactive_in_{nullptr};  // A: domain holding it inactive
-  std::atomic<detail::pool*> last_pool_{nullptr};             // A: pool that last ran it
-  list_node node_;  // L(pool) on a worklist or scheduled list; L(domain) on an inactive list
-  void* on_list_ = nullptr;                   // L(pool): the pool list holding it
-  detail::pwq* pwq_ = nullptr;                // P: the queue it was queued through
-  detail::worker* current_worker_ = nullptr;  // L(pool of last_pool_): the worker running it
-  int color_ = 0;                             // P, under L(domain of pwq_): flush color
-  bool active_ = false;                       // P, under L(domain): counted in nr_active
-  std::uint64_t queued_ns_ = 0;               // P
-  std::uint64_t activated_ns_ = 0;            // L(pool)
-  // Delayed work only: the timer entry. L(timer).
-  std::uint64_t timer_deadline_ns_ = 0;
-  std::uint64_t timer_seq_ = 0;          // L(timer): 0 = not armed
-  detail::wq_impl* timer_wq_ = nullptr;  // L(timer)
-  int timer_cpu_ = -1;                   // L(timer)
+  detail::work_state state_;       // see quiesce/detail/work_state.hpp
 };
 
 // A work item that can be queued after a delay. One timer thread serves the whole process.

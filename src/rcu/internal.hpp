@@ -25,12 +25,12 @@
 #include <thread>
 
 #include "../base/die.hpp"
+#include "../base/list.hpp"
 #include "../base/mutant.hpp"
 #include "../base/mutex.hpp"
 #include "../watchdog/plugin.hpp"
 #include "quiesce/clock.hpp"
 #include "quiesce/histogram.hpp"
-#include "quiesce/list.hpp"
 #include "quiesce/rcu.hpp"
 #include "quiesce/thread.hpp"
 #include "quiesce/watchdog.hpp"

@@ -14,8 +14,6 @@ namespace quiesce {
 
 namespace detail {
 
-using A = wq_access;
-
 void end_instance(wq_impl& wq) noexcept {
   wq.instances.ended();  // last touch of wq
   notify_completion();
@@ -56,8 +54,8 @@ void end_queued_instance_locked(pwq& q, int color, bool active, detail::unique_l
 }
 
 void release_pending(work& item) noexcept {
-  A::pending_id(item).store(0, std::memory_order_seq_cst);
-  A::flags(item).fetch_and(~work_pending, std::memory_order_seq_cst);
+  state_of(item).pending_id.store(0, std::memory_order_seq_cst);
+  state_of(item).flags.fetch_and(~work_pending, std::memory_order_seq_cst);
   notify_completion();
 }
 
@@ -66,7 +64,8 @@ bool grab_pending(work& item, bool count_cancel) {
     if (count_cancel) wq.cancelled.fetch_add(1, std::memory_order_relaxed);
   };
   for (;;) {
-    const std::uint32_t old = A::flags(item).fetch_or(work_pending, std::memory_order_seq_cst);
+    const std::uint32_t old =
+        state_of(item).flags.fetch_or(work_pending, std::memory_order_seq_cst);
     if (!(old & work_pending)) return false;  // idle: the bit is ours now
     wq_impl* timer_wq = nullptr;
     int cpu = -1;
@@ -75,26 +74,26 @@ bool grab_pending(work& item, bool count_cancel) {
       end_instance(*timer_wq);
       return true;
     }
-    if (pool* p = A::queued_pool(item).load(std::memory_order_seq_cst)) {
+    if (pool* p = state_of(item).queued_pool.load(std::memory_order_seq_cst)) {
       detail::unique_lock guard(p->lock);
-      if (A::queued_pool(item).load(std::memory_order_seq_cst) == p) {
-        static_cast<work_list*>(A::on_list(item))->erase(&item);
-        A::on_list(item) = nullptr;
-        A::queued_pool(item).store(nullptr, std::memory_order_seq_cst);
-        pwq& q = *A::pwq_of(item);
+      if (state_of(item).queued_pool.load(std::memory_order_seq_cst) == p) {
+        static_cast<work_list*>(state_of(item).on_list)->erase(&item);
+        state_of(item).on_list = nullptr;
+        state_of(item).queued_pool.store(nullptr, std::memory_order_seq_cst);
+        pwq& q = *state_of(item).pwq_of;
         q.pool->lock.assert_held();  // an item is listed only in its pwq's pool
         count(*q.wq);
-        end_queued_instance_locked(q, A::color(item), A::active(item), guard);
+        end_queued_instance_locked(q, state_of(item).color, state_of(item).active, guard);
         return true;
       }
     }
-    if (active_domain* d = A::inactive_in(item).load(std::memory_order_seq_cst)) {
+    if (active_domain* d = state_of(item).inactive_in.load(std::memory_order_seq_cst)) {
       detail::unique_lock guard(d->lock);
-      if (A::inactive_in(item).load(std::memory_order_seq_cst) == d) {
+      if (state_of(item).inactive_in.load(std::memory_order_seq_cst) == d) {
         d->inactive.erase(&item);
-        A::inactive_in(item).store(nullptr, std::memory_order_seq_cst);
-        pwq& q = *A::pwq_of(item);
-        const int color = A::color(item);
+        state_of(item).inactive_in.store(nullptr, std::memory_order_seq_cst);
+        pwq& q = *state_of(item).pwq_of;
+        const int color = state_of(item).color;
         count(*q.wq);
         guard.unlock();  // the domain belongs to the queue: released before its last touch
         q.in_flight[color].fetch_sub(1, std::memory_order_seq_cst);
@@ -120,13 +119,13 @@ bool work::flush() {
   int cpu = -1;
   const bool was_armed = detail::timer_cancel(*this, &wq, &cpu);
   if (was_armed) detail::queue_work_owned(*wq, cpu, *this);
-  const std::uint64_t target = last_id_.load(std::memory_order_seq_cst);
+  const std::uint64_t target = state_.last_id.load(std::memory_order_seq_cst);
   auto done = [&] {
     if (!detail::mutant::flush_ignores_pending) {
-      const std::uint64_t p = pending_id_.load(std::memory_order_seq_cst);
+      const std::uint64_t p = state_.pending_id.load(std::memory_order_seq_cst);
       if (p != 0 && p <= target) return false;
     }
-    const std::uint64_t r = running_id_.load(std::memory_order_seq_cst);
+    const std::uint64_t r = state_.running_id.load(std::memory_order_seq_cst);
     return r == 0 || r > target;
   };
   if (target == 0 || done()) return was_armed;
@@ -137,7 +136,7 @@ bool work::flush() {
 bool work::cancel() {
   detail::refuse_in_forked_child("work::cancel");
   // A cancel_sync in progress owns the item's fate: return at once (kernel: -ENOENT).
-  if (detail::work_disabled(flags_.load(std::memory_order_seq_cst))) return false;
+  if (detail::work_disabled(state_.flags.load(std::memory_order_seq_cst))) return false;
   const bool was_pending = detail::grab_pending(*this, /*count_cancel=*/true);
   detail::release_pending(*this);
   return was_pending;
@@ -151,11 +150,12 @@ bool work::cancel_sync() {
   // Disabled while we wait: queueing it (also from its own function) is refused, so a
   // self-re-arming item cannot keep us waiting (kernel 6.10: disable_work).
   const bool disable = !detail::mutant::cancel_sync_no_disable;
-  if (disable) flags_.fetch_add(detail::work_disable_one, std::memory_order_seq_cst);
+  if (disable) state_.flags.fetch_add(detail::work_disable_one, std::memory_order_seq_cst);
   const bool was_pending = detail::grab_pending(*this, /*count_cancel=*/true);
   detail::release_pending(*this);
-  detail::wait_for_completion([&] { return running_id_.load(std::memory_order_seq_cst) == 0; });
-  if (disable) flags_.fetch_sub(detail::work_disable_one, std::memory_order_seq_cst);
+  detail::wait_for_completion(
+      [&] { return state_.running_id.load(std::memory_order_seq_cst) == 0; });
+  if (disable) state_.flags.fetch_sub(detail::work_disable_one, std::memory_order_seq_cst);
   detail::notify_completion();
   return was_pending;
 }

@@ -50,13 +50,13 @@
 #include <thread>
 #include <vector>
 
+#include "../base/list.hpp"
 #include "../base/mutant.hpp"
 #include "../base/mutex.hpp"
 #include "../watchdog/plugin.hpp"
 #include "instance_count.hpp"
 #include "quiesce/cpu_set.hpp"
 #include "quiesce/histogram.hpp"
-#include "quiesce/list.hpp"
 #include "quiesce/schedstat.hpp"
 #include "quiesce/watchdog.hpp"
 #include "quiesce/workqueue.hpp"
@@ -89,7 +89,7 @@ inline constexpr bool exit_runs_queued = QUIESCE_MUTANT(EXIT_RUNS_QUEUED);
 inline constexpr bool instance_count_one_pass = QUIESCE_MUTANT(INSTANCE_COUNT_ONE_PASS);
 }  // namespace mutant
 
-// ---- work::flags_ -------------------------------------------------------------------------
+// ---- work_state::flags ----------------------------------------------------------------------
 inline constexpr std::uint32_t work_pending = 1u << 0;  // WORK_STRUCT_PENDING
 // Disable count (kernel 6.10 WORK_OFFQ_DISABLE): while non-zero, queueing the item is refused
 // and cancel() returns false at once. cancel_sync() holds one for the time it waits.
@@ -130,32 +130,23 @@ decltype(auto) unlocked(Lock& lk, Fn&& fn) QUIESCE_NO_THREAD_SAFETY_ANALYSIS {
 }
 
 // Access to work's private state for the runtime (the friend of class work).
+// What src/wq reaches inside class work and class workqueue (their friend).
 struct wq_access {
-  static constexpr list_node work::*node = &work::node_;
-  static std::atomic<std::uint32_t>& flags(work& w) { return w.flags_; }
-  static std::atomic<std::uint64_t>& last_id(work& w) { return w.last_id_; }
-  static std::atomic<std::uint64_t>& pending_id(work& w) { return w.pending_id_; }
-  static std::atomic<std::uint64_t>& running_id(work& w) { return w.running_id_; }
-  static std::atomic<pool*>& queued_pool(work& w) { return w.queued_pool_; }
-  static std::atomic<active_domain*>& inactive_in(work& w) { return w.inactive_in_; }
-  static std::atomic<pool*>& last_pool(work& w) { return w.last_pool_; }
-  static pwq*& pwq_of(work& w) { return w.pwq_; }
-  static void*& on_list(work& w) { return w.on_list_; }
-  static worker*& current_worker(work& w) { return w.current_worker_; }
-  static int& color(work& w) { return w.color_; }
-  static bool& active(work& w) { return w.active_; }
-  static std::uint64_t& queued_ns(work& w) { return w.queued_ns_; }
-  static std::uint64_t& activated_ns(work& w) { return w.activated_ns_; }
-  static std::uint64_t& timer_deadline(work& w) { return w.timer_deadline_ns_; }
-  static std::uint64_t& timer_seq(work& w) { return w.timer_seq_; }
-  static wq_impl*& timer_wq(work& w) { return w.timer_wq_; }
-  static int& timer_cpu(work& w) { return w.timer_cpu_; }
+  static work_state& state(work& w) noexcept { return w.state_; }
+  static const work_state& state(const work& w) noexcept { return w.state_; }
   static void run(work& w) { w.fn_(w); }
-  static const char* trace_name(const work& w) { return w.trace_name_; }
-  static wq_impl& impl(workqueue& wq) { return *wq.impl_; }
+  static wq_impl& impl(workqueue& wq) noexcept { return *wq.impl_; }
 };
 
-using work_list = intrusive_list<work, wq_access::node>;
+// The runtime state of `w` (quiesce/detail/work_state.hpp).
+inline work_state& state_of(work& w) noexcept {
+  return wq_access::state(w);
+}
+inline list_node& work_node(work& w) noexcept {
+  return state_of(w).node;
+}
+
+using work_list = intrusive_list<work, &work_node>;
 
 // A per-CPU queue's domain serves one pwq in one pool, so it shares that pool's lock
 // (one lock round trip per queueing and per execution); an unbound queue's domain spans

@@ -19,8 +19,6 @@ namespace detail {
 
 namespace {
 
-using A = wq_access;
-
 // Trace events carry now_ns() (the trace's clock), read only when tracing is on; the
 // runtime's own timestamps are stat_ns() (clock.hpp).
 void trace_activate(work& item) {
@@ -29,7 +27,7 @@ void trace_activate(work& item) {
                .name = trace::workqueue_activate_work,
                .category = "workqueue",
                .str_key = "function",
-               .str_val = A::trace_name(item),
+               .str_val = state_of(item).trace_name,
                .num_key = "work",
                .num_val = reinterpret_cast<std::uintptr_t>(&item)});
 }
@@ -40,7 +38,7 @@ void trace_queue(work& item, const wq_impl& wq) {
                .name = trace::workqueue_queue_work,
                .category = "workqueue",
                .str_key = "function",
-               .str_val = A::trace_name(item),
+               .str_val = state_of(item).trace_name,
                .str2_key = "workqueue",
                .str2_val = wq.trace_name,
                .num_key = "work",
@@ -51,9 +49,9 @@ void trace_queue(work& item, const wq_impl& wq) {
 void activate_locked(active_domain& d, work& item, std::uint64_t now) QUIESCE_REQUIRES(d.lock) {
   ++d.nr_active;
   d.peak_active = std::max(d.peak_active, d.nr_active);
-  A::active(item) = true;
+  state_of(item).active = true;
   trace_activate(item);  // the kernel traces immediate activation too
-  pool& p = *A::pwq_of(item)->pool;
+  pool& p = *state_of(item).pwq_of->pool;
   if (d.shares_pool_lock) {
     p.lock.assert_held();  // d.lock is p.lock
     insert_work_locked(p, item, now);
@@ -92,10 +90,10 @@ void queue_work_owned(wq_impl& wq, int cpu, work& item) {
   pwq* q = &wq.pwq_for_cpu(cpu);
   // Non-reentrancy: if the item is running on another pool, the new instance goes there
   // (kernel: __queue_work's last_pool check), so it cannot run on two workers at once.
-  if (pool* last = A::last_pool(item).load(std::memory_order_acquire);
+  if (pool* last = state_of(item).last_pool.load(std::memory_order_acquire);
       last && last != q->pool && !mutant::no_cross_pool_reentrancy) {
     detail::lock_guard guard(last->lock);
-    const worker* running = A::current_worker(item);
+    const worker* running = state_of(item).current_worker;
     if (running) {
       running->pool->lock.assert_held();  // a worker of `last`
       if (running->current == &item) {
@@ -103,8 +101,8 @@ void queue_work_owned(wq_impl& wq, int cpu, work& item) {
       }
     }
   }
-  A::pwq_of(item) = q;
-  A::queued_ns(item) = stat_ns();
+  state_of(item).pwq_of = q;
+  state_of(item).queued_ns = stat_ns();
   q->queued.fetch_add(1, std::memory_order_relaxed);
   trace_queue(item, wq);
   active_domain& d = *q->domain;
@@ -113,14 +111,14 @@ void queue_work_owned(wq_impl& wq, int cpu, work& item) {
   // The flush color and its in-flight count, under the lock that flush() flips it under.
   const int color = q->color;
   q->in_flight[color].fetch_add(1, std::memory_order_seq_cst);
-  A::color(item) = color;
+  state_of(item).color = color;
   if (d.nr_active < d.max_active) {
     // Activated at once: the queueing time is the activation time (one clock read less).
-    activate_locked(d, item, A::queued_ns(item));
+    activate_locked(d, item, state_of(item).queued_ns);
   } else {
-    A::active(item) = false;
+    state_of(item).active = false;
     d.inactive.push_back(&item);
-    A::inactive_in(item).store(&d, std::memory_order_release);  // re-checked under d.lock
+    state_of(item).inactive_in.store(&d, std::memory_order_release);  // re-checked under d.lock
   }
 }
 
@@ -129,13 +127,14 @@ void dec_nr_active_locked(active_domain& d) {
   while (d.nr_active < d.max_active) {
     work* next = d.inactive.pop_front();
     if (!next) break;
-    A::inactive_in(*next).store(nullptr, std::memory_order_release);
+    state_of(*next).inactive_in.store(nullptr, std::memory_order_release);
     activate_locked(d, *next, stat_ns());
   }
 }
 
 }  // namespace detail
 
+using detail::state_of;
 using detail::wq_access;
 
 namespace {
@@ -153,7 +152,7 @@ void check_delay(std::chrono::nanoseconds delay) {
 // Takes the pending bit for a new instance: false if the item is already pending or is
 // disabled (a cancel_sync is in progress), as the kernel's queue_work refuses both.
 bool claim_pending(work& w) {
-  auto& flags = wq_access::flags(w);
+  auto& flags = state_of(w).flags;
   std::uint32_t f = flags.load(std::memory_order_relaxed);
   do {
     if (f & detail::work_pending) return false;
@@ -165,8 +164,8 @@ bool claim_pending(work& w) {
 
 // A new instance of `w` on `wq`, whose pending bit the caller has just claimed.
 void start_instance(detail::wq_impl& wq, work& w) {
-  const std::uint64_t id = wq_access::last_id(w).fetch_add(1, std::memory_order_seq_cst) + 1;
-  wq_access::pending_id(w).store(id, std::memory_order_release);
+  const std::uint64_t id = state_of(w).last_id.fetch_add(1, std::memory_order_seq_cst) + 1;
+  state_of(w).pending_id.store(id, std::memory_order_release);
   wq.instances.created();
 }
 
@@ -232,7 +231,7 @@ bool workqueue::mod_delayed(delayed_work& w, std::chrono::nanoseconds delay) {
   detail::ensure_exit_hook(wq);
   // Refused (nothing changes): a cancel_sync is in progress, or the queue takes no new work
   // from this thread. True: this call created no instance.
-  if (detail::work_disabled(wq_access::flags(w).load(std::memory_order_seq_cst))) return true;
+  if (detail::work_disabled(state_of(w).flags.load(std::memory_order_seq_cst))) return true;
   if (detail::refuses_new_work(wq)) {
     detail::report_refusal(wq, w);
     return true;
@@ -244,14 +243,14 @@ bool workqueue::mod_delayed(delayed_work& w, std::chrono::nanoseconds delay) {
   // nothing (kernel: clear_pending_if_disabled). A moved instance is queued again instead:
   // that cancel_sync is waiting to take it, and it reports it as cancelled.
   if (!was_pending && !detail::mutant::mod_delayed_checks_once &&
-      detail::work_disabled(wq_access::flags(w).load(std::memory_order_seq_cst))) {
+      detail::work_disabled(state_of(w).flags.load(std::memory_order_seq_cst))) {
     detail::release_pending(w);
     detail::end_instance(wq);  // the count raised for it above
     return true;
   }
   if (!was_pending) {
-    const std::uint64_t id = wq_access::last_id(w).fetch_add(1, std::memory_order_seq_cst) + 1;
-    wq_access::pending_id(w).store(id, std::memory_order_seq_cst);
+    const std::uint64_t id = state_of(w).last_id.fetch_add(1, std::memory_order_seq_cst) + 1;
+    state_of(w).pending_id.store(id, std::memory_order_seq_cst);
   }
   queue_or_arm(wq, -1, w, delay);
   return was_pending;

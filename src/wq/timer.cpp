@@ -26,10 +26,10 @@ class timer {
     detail::lock_guard guard(lock_);
     if (process_exiting()) return false;
     if (!thread_.joinable()) thread_ = named_thread("quiesce-timer", [this] { run(); });
-    wq_access::timer_seq(item) = ++last_seq_;
-    wq_access::timer_deadline(item) = deadline;
-    wq_access::timer_wq(item) = &wq;
-    wq_access::timer_cpu(item) = cpu;
+    state_of(item).timer_seq = ++last_seq_;
+    state_of(item).timer_deadline_ns = deadline;
+    state_of(item).timer_wq = &wq;
+    state_of(item).timer_cpu = cpu;
     const auto it = armed_.emplace(key_of(item), &item).first;
     if (it == armed_.begin()) cv_.notify_one();  // a new earliest deadline
     return true;
@@ -37,11 +37,11 @@ class timer {
 
   bool cancel(work& item, wq_impl** wq, int* cpu) {
     detail::lock_guard guard(lock_);
-    if (wq_access::timer_seq(item) == 0) return false;
+    if (state_of(item).timer_seq == 0) return false;
     armed_.erase(key_of(item));
-    wq_access::timer_seq(item) = 0;
-    *wq = wq_access::timer_wq(item);
-    *cpu = wq_access::timer_cpu(item);
+    state_of(item).timer_seq = 0;
+    *wq = state_of(item).timer_wq;
+    *cpu = state_of(item).timer_cpu;
     return true;
   }
 
@@ -51,8 +51,8 @@ class timer {
     {
       detail::lock_guard guard(lock_);
       for (auto& [key, item] : armed_) {
-        wq_access::timer_seq(*item) = 0;
-        dropped.emplace_back(item, wq_access::timer_wq(*item));
+        state_of(*item).timer_seq = 0;
+        dropped.emplace_back(item, state_of(*item).timer_wq);
       }
       armed_.clear();
     }
@@ -66,7 +66,7 @@ class timer {
  private:
   using key = std::pair<std::uint64_t, std::uint64_t>;  // deadline, arming sequence
   static key key_of(work& item) {
-    return {wq_access::timer_deadline(item), wq_access::timer_seq(item)};
+    return {state_of(item).timer_deadline_ns, state_of(item).timer_seq};
   }
 
   void run() {
@@ -90,9 +90,9 @@ class timer {
       }
       work& item = *first->second;
       armed_.erase(first);
-      wq_access::timer_seq(item) = 0;
-      wq_impl& wq = *wq_access::timer_wq(item);
-      const int cpu = wq_access::timer_cpu(item);
+      state_of(item).timer_seq = 0;
+      wq_impl& wq = *state_of(item).timer_wq;
+      const int cpu = state_of(item).timer_cpu;
       // The instance moves from the timer to the queue (a draining queue accepts it): the
       // queue's instance count does not change, and after this we do not touch it.
       unlocked(guard, [&] { queue_work_owned(wq, cpu, item); });

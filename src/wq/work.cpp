@@ -46,17 +46,15 @@ std::string callable_name(const std::function<void(work&)>& fn) {
 
 }  // namespace detail
 
-using detail::wq_access;
-
 work::work(std::function<void(work&)> fn)
     : fn_(std::move(fn)),
       name_(fn_ ? detail::callable_name(fn_) : std::string()),
-      trace_name_(trace::intern(name_)) {
+      state_(trace::intern(name_)) {
   if (!fn_) throw std::invalid_argument("fn: a work item needs a function");
 }
 
 work::work(std::string name, std::function<void(work&)> fn)
-    : fn_(std::move(fn)), name_(std::move(name)), trace_name_(trace::intern(name_)) {
+    : fn_(std::move(fn)), name_(std::move(name)), state_(trace::intern(name_)) {
   if (!fn_) throw std::invalid_argument("fn: a work item needs a function");
 }
 
@@ -64,20 +62,20 @@ work::~work() {
   // In a fork child no worker runs it and no queue can take it: its state is the parent's.
   if (detail::in_forked_child()) return;
   auto busy = [this] {
-    return (flags_.load(std::memory_order_seq_cst) & detail::work_pending) ||
-           running_id_.load(std::memory_order_seq_cst) != 0;
+    return (state_.flags.load(std::memory_order_seq_cst) & detail::work_pending) ||
+           state_.running_id.load(std::memory_order_seq_cst) != 0;
   };
   // At exit (a static item destroyed while its last instance runs or is being dropped),
   // wait for that instance: nothing can queue it any more.
   if (busy() && detail::process_exiting() && current_work() != this) cancel_sync();
   if (busy()) {
-    const bool pending = flags_.load(std::memory_order_seq_cst) & detail::work_pending;
+    const bool pending = state_.flags.load(std::memory_order_seq_cst) & detail::work_pending;
     detail::die("BUG: work %s destroyed while %s", name_.c_str(), pending ? "pending" : "running");
   }
 }
 
 bool work::pending() const noexcept {
-  return flags_.load(std::memory_order_seq_cst) & detail::work_pending;
+  return state_.flags.load(std::memory_order_seq_cst) & detail::work_pending;
 }
 
 }  // namespace quiesce

@@ -167,7 +167,7 @@ void trace_execute(work& item, pwq& q, bool start) {
                  .name = start ? trace::workqueue_execute_start : trace::workqueue_execute_end,
                  .category = "workqueue",
                  .str_key = "function",
-                 .str_val = wq_access::trace_name(item),
+                 .str_val = state_of(item).trace_name,
                  .num_key = "work",
                  .num_val = reinterpret_cast<std::uintptr_t>(&item),
                  .ph = start ? trace::phase::begin : trace::phase::end};
@@ -208,15 +208,14 @@ bool run_function(worker& w, work& item, pwq& q) {
 // pool lock held.
 void process_one_work(pool& p, worker& w, work& item, unique_lock& lk) QUIESCE_REQUIRES(p.lock) {
   w.pool->lock.assert_held();
-  using A = wq_access;
   // Take the item off whichever list holds it (the worklist or our scheduled list).
-  static_cast<work_list*>(A::on_list(item))->erase(&item);
-  A::on_list(item) = nullptr;
-  A::queued_pool(item).store(nullptr, std::memory_order_release);
-  pwq& q = *A::pwq_of(item);
+  static_cast<work_list*>(state_of(item).on_list)->erase(&item);
+  state_of(item).on_list = nullptr;
+  state_of(item).queued_pool.store(nullptr, std::memory_order_release);
+  pwq& q = *state_of(item).pwq_of;
   q.pool->lock.assert_held();  // an item is listed only in its pwq's pool
-  const int color = A::color(item);
-  const bool active = A::active(item);
+  const int color = state_of(item).color;
+  const bool active = state_of(item).active;
 
   if (p.drops_work()) {  // the process is exiting: the instance ends without running
     ++q.dropped;
@@ -226,12 +225,12 @@ void process_one_work(pool& p, worker& w, work& item, unique_lock& lk) QUIESCE_R
   }
 
   const std::uint64_t start = stat_ns();
-  q.queue_to_start_ns.record(start - A::queued_ns(item));
+  q.queue_to_start_ns.record(start - state_of(item).queued_ns);
   p.watchdog_ts.store(start, std::memory_order_relaxed);
 
-  A::current_worker(item) = &w;
+  state_of(item).current_worker = &w;
   // Published to queuers by the release-acquire chain of the pending bit (cleared below).
-  A::last_pool(item).store(&p, std::memory_order_release);
+  state_of(item).last_pool.store(&p, std::memory_order_release);
   w.current = &item;
   w.current_pwq = &q;
   w.current_start_ns = start;
@@ -245,10 +244,10 @@ void process_one_work(pool& p, worker& w, work& item, unique_lock& lk) QUIESCE_R
   // running first, then pending: a flusher that reads pending == 0 (acquire) then sees it
   // running. No waiter needs waking for a start, so release stores do.
   auto clear_pending = [&item] {
-    const std::uint64_t id = A::pending_id(item).load(std::memory_order_seq_cst);
-    A::running_id(item).store(id, std::memory_order_release);
-    A::pending_id(item).store(0, std::memory_order_release);
-    A::flags(item).fetch_and(~work_pending, std::memory_order_seq_cst);
+    const std::uint64_t id = state_of(item).pending_id.load(std::memory_order_seq_cst);
+    state_of(item).running_id.store(id, std::memory_order_release);
+    state_of(item).pending_id.store(0, std::memory_order_release);
+    state_of(item).flags.fetch_and(~work_pending, std::memory_order_seq_cst);
   };
   if (!mutant::clear_pending_after_run) clear_pending();
 
@@ -267,9 +266,9 @@ void process_one_work(pool& p, worker& w, work& item, unique_lock& lk) QUIESCE_R
   w.block_depth = 0;
   w.found_asleep = false;
   update_count_locked(w);
-  A::current_worker(item) = nullptr;
+  state_of(item).current_worker = nullptr;
   // Last touch of the item: after this a flusher may return and the owner destroy it.
-  A::running_id(item).store(0, std::memory_order_seq_cst);
+  state_of(item).running_id.store(0, std::memory_order_seq_cst);
   end_queued_instance_locked(q, color, active, lk);
 }
 
@@ -352,12 +351,12 @@ void worker_main(worker* self) {
       if (!item) break;
       // Non-reentrancy: an item running on another worker of this pool goes to that
       // worker, which runs it after its current execution (kernel: assign_work).
-      worker* running = wq_access::current_worker(*item);
+      worker* running = state_of(*item).current_worker;
       if (running && running != &w) {
         running->pool->lock.assert_held();  // a worker of this pool
         p.worklist.erase(item);
         running->scheduled.push_back(item);
-        wq_access::on_list(*item) = &running->scheduled;
+        state_of(*item).on_list = &running->scheduled;
         continue;
       }
       process_one_work(p, w, *item, lk);
@@ -400,10 +399,10 @@ void kick_pool_locked(pool& p) {
 
 void insert_work_locked(pool& p, work& item, std::uint64_t now) {
   if (p.worklist.empty()) p.watchdog_ts.store(now, std::memory_order_relaxed);
-  wq_access::activated_ns(item) = now;
+  state_of(item).activated_ns = now;
   p.worklist.push_back(&item);
-  wq_access::on_list(item) = &p.worklist;
-  wq_access::queued_pool(item).store(&p, std::memory_order_release);  // re-checked under lock
+  state_of(item).on_list = &p.worklist;
+  state_of(item).queued_pool.store(&p, std::memory_order_release);  // re-checked under lock
   kick_pool_locked(p);
 }
 

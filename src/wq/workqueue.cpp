@@ -141,6 +141,7 @@ bool wq_impl::in_flight() const noexcept {
 
 }  // namespace detail
 
+using detail::state_of;
 using detail::wq_access;
 
 namespace {

@@ -83,7 +83,7 @@ std::string lockup_report_locked(pool& p, std::uint64_t now, std::uint64_t since
   int shown = 0;
   for (work* item = p.worklist.front(); item && shown < 8; item = p.worklist.next(item), ++shown) {
     msg += fmt::format("\n  pending: {} [workqueue {}]", item->name(),
-                       wq_access::pwq_of(*item)->wq->name);
+                       state_of(*item).pwq_of->wq->name);
   }
   if (p.worklist.size() > 8) msg += fmt::format("\n  ... {} more pending", p.worklist.size() - 8);
   return msg;

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// quiesce/list.hpp - an intrusive doubly-linked list, the kernel's list_head in C++.
+// An intrusive doubly-linked list, the kernel's list_head in C++ (internal).
 //
 // A node is embedded in the object it links; linking and unlinking are O(1) and never
 // allocate, so a work item can be queued and cancelled under a lock without touching the
@@ -8,18 +8,15 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 
-namespace quiesce {
+#include "quiesce/detail/list_node.hpp"
 
-struct list_node {
-  list_node* prev = nullptr;
-  list_node* next = nullptr;
-  void* owner = nullptr;  // the object this node is embedded in, set when linked
-  bool linked() const noexcept { return next != nullptr; }
-};
+namespace quiesce::detail {
 
-// A circular list of T, linked through the member `Node` of T.
-template <typename T, list_node T::*Node>
+// A circular list of T, linked through the list_node that `Node` names in a T: a pointer
+// to a member of T, or a function taking T& and returning the node's reference.
+template <typename T, auto Node>
 class intrusive_list {
  public:
   intrusive_list() noexcept { head_.prev = head_.next = &head_; }
@@ -33,7 +30,7 @@ class intrusive_list {
   T* back() const noexcept { return empty() ? nullptr : owner(head_.prev); }
   // The element after `item`, or nullptr at the end.
   T* next(T* item) const noexcept {
-    list_node* n = (item->*Node).next;
+    list_node* n = node(item).next;
     return n == &head_ ? nullptr : owner(n);
   }
 
@@ -42,7 +39,7 @@ class intrusive_list {
 
   // Unlinks `item`, which must be linked into this list.
   void erase(T* item) noexcept {
-    list_node& n = item->*Node;
+    list_node& n = node(item);
     n.prev->next = n.next;
     n.next->prev = n.prev;
     n.prev = n.next = nullptr;
@@ -57,7 +54,7 @@ class intrusive_list {
 
  private:
   void insert_before(list_node* pos, T* item) noexcept {
-    list_node& n = item->*Node;
+    list_node& n = node(item);
     n.owner = item;
     n.prev = pos->prev;
     n.next = pos;
@@ -66,10 +63,11 @@ class intrusive_list {
     ++size_;
   }
 
+  static list_node& node(T* item) noexcept { return std::invoke(Node, *item); }
   static T* owner(list_node* n) noexcept { return static_cast<T*>(n->owner); }
 
   list_node head_;
   std::size_t size_ = 0;
 };
 
-}  // namespace quiesce
+}  // namespace quiesce::detail
