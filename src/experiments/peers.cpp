@@ -448,7 +448,8 @@ peers_result run_peers(const peers_options& options) {
   return result;
 }
 
-nlohmann::json to_json(const peers_result& r) {
+nlohmann::json peers_result::to_json() const {
+  const peers_result& r = *this;
   nlohmann::json rows = nlohmann::json::array();
   for (const peer_row& row : r.rows) {
     nlohmann::json peers = nlohmann::json::array();
@@ -497,7 +498,8 @@ nlohmann::json to_json(const peers_result& r) {
           {"seconds", r.seconds}};
 }
 
-std::string peers_markdown(const peers_result& r) {
+std::string peers_result::markdown() const {
+  const peers_result& r = *this;
   std::string md = fmt::format(
       "Medians of {} repetitions in one run (quiesce's and the peers' repetitions interleaved "
       "in a random order), (min-max) of the repetitions. Ratio: quiesce "
@@ -568,7 +570,8 @@ std::string peers_markdown(const peers_result& r) {
   return md;
 }
 
-std::vector<plot_spec> peers_plots(const peers_result& r) {
+std::vector<plot_spec> peers_result::plots() const {
+  const peers_result& r = *this;
   plot_spec ratios{.name = "peers-ratio",
                    .title = "The runtime against the best peer, per metric",
                    .caption =

@@ -3,28 +3,21 @@
 // priority), as every experiment's results depend on it.
 #include <fmt/format.h>
 
-#include "machine.hpp"
-#include "registry.hpp"
+#include "commands.hpp"
+#include "quiesce/experiments/machine.hpp"
 
 namespace quiesce::cli {
-namespace {
 
-const command_registrar info_command{
-    {"info", [](CLI::App& app) {
-       auto* sub = app.add_subcommand("info",
-                                      "Show this machine's CPUs, cache groups, clock and "
-                                      "schedstat costs, and priority permissions");
-       auto json = std::make_shared<bool>(false);
-       sub->add_flag("--json", *json, "Print the facts as one JSON object on stdout");
-       sub->callback([json] {
-         const nlohmann::json facts = machine_facts();
-         if (*json) {
-           fmt::print("{}\n", facts.dump(2));
-         } else {
-           fmt::print("{}", machine_markdown(facts));
-         }
-       });
-     }}};
+void add_info_command(CLI::App& app) {
+  auto* sub = app.add_subcommand("info",
+                                 "Show this machine's CPUs, cache groups, clock and "
+                                 "schedstat costs, and priority permissions");
+  auto json = std::make_shared<bool>(false);
+  sub->add_flag("--json", *json, "Print the facts as one JSON object on stdout");
+  sub->callback([json] {
+    const experiments::machine_facts facts = experiments::measure_machine();
+    fmt::print("{}", *json ? facts.to_json().dump(2) + "\n" : facts.markdown());
+  });
+}
 
-}  // namespace
 }  // namespace quiesce::cli

@@ -5,6 +5,7 @@
 
 #include <optional>
 
+#include "commands.hpp"
 #include "number_option.hpp"
 #include "plot_option.hpp"
 #include "progress.hpp"
@@ -12,7 +13,6 @@
 #include "quiesce/experiments/keygc.hpp"
 #include "quiesce/experiments/keygc_compare.hpp"
 #include "quiesce/host/cyclictest.hpp"
-#include "registry.hpp"
 #include "trace_session.hpp"
 
 namespace quiesce::cli {
@@ -115,71 +115,55 @@ void validate(const keygc_cli& o) {
   }
 }
 
-const command_registrar keygc_command{
-    {"keygc", [](CLI::App& app) {
-       auto o = std::make_shared<keygc_cli>();
-       auto* sub = app.add_subcommand(
-           "keygc",
-           "Seed 000: the key collector's execution times and the latency it inflicts "
-           "on its CPU (keygcbench)");
-       add_number(sub, "--keys", o->config.keys, "Keys in the population",
-                  number_range<std::size_t>{1, max_keys});
-       add_number(sub, "--per-keyring", o->config.per_keyring, "Keys per keyring",
-                  number_range<std::size_t>{1, max_keys});
-       sub->add_option("--mode", o->mode, "monolithic | chunked | budget")->capture_default_str();
-       add_number(sub, "--chunk", o->config.chunk, "Chunk size (chunked mode)",
-                  number_range<std::size_t>{1, max_keys});
-       add_number(sub, "--slice-us", o->config.slice_us, "Time slice per execution (budget mode)",
-                  number_range<double>{1, 10'000'000});
-       add_number(sub, "--runs", o->config.runs,
-                  "Runs per mode (samples are pooled; --compare: pairs of runs, each figure's "
-                  "spread quoted)",
-                  number_range<int>{1, 1000});
-       add_number(sub, "--probe-priority", o->config.probe_priority,
-                  "SCHED_FIFO priority of the cyclictest-style probe threads (0: SCHED_OTHER)",
-                  number_range<int>{0, 99});
-       add_number(sub, "--cpu", o->config.cpu, "The collector's CPU (default: the last usable)",
-                  number_range<int>{0, CPU_SETSIZE - 1});
-       sub->add_flag("--compare", o->compare,
-                     "Run the baseline (--against) and --mode side by side");
-       sub->add_option("--against", o->against, "Baseline mode for --compare")
-           ->capture_default_str();
-       sub->add_option("--also", o->also,
-                       "With --compare: a third collector's mode (e.g. budget), run in each "
-                       "pair between the two");
-       sub->add_flag("--kernel", o->kernel,
-                     "Measure the host kernel's key_garbage_collector instead (keys in a "
-                     "private keyring of the process)");
-       sub->add_flag("--with-kernel", o->with_kernel,
-                     "With --compare: the kernel as a third column, same population");
-       add_number(sub, "--set-gc-delay", o->set_gc_delay,
-                  "Kernel: set /proc/sys/kernel/keys/gc_delay to SECONDS for the run "
-                  "(restored on exit) so the expired phase can run",
-                  number_range<unsigned>{1, 31'536'000});
-       sub->add_flag("--cyclictest", o->cyclictest,
-                     "Kernel phases: run Debian's cyclictest (rt-tests) on the collector's CPU "
-                     "beside the probe, same priority and 1 ms interval");
-       sub->add_flag("--json", o->json, "One JSON object on stdout");
-       add_plot_option(sub, o->plot_dir);
-       sub->callback(traced(sub, [o] {
-         validate(*o);
-         run_command(*o);
-       }));
-     }}};
-
-const experiment_registrar keygc_experiment{
-    {"keygc", "000", "keygcbench: monolithic vs chunked (64) collector, and budget",
-     [](const experiment_options& opt) {
-       keygc_config c;
-       c.keys = opt.smoke ? 2'000 : opt.quick ? 20'000 : 100'000;
-       keygc_config base = c, budget = c;
-       base.mode = keys::gc_mode::monolithic;
-       budget.mode = keys::gc_mode::budget;
-       // The spread of 3 pairs; budget (its default slice) runs in each pair too.
-       keygc_comparison_result r = run_keygc_comparison(base, c, opt.smoke ? 1 : 3, {}, budget);
-       add_kernel_column(r, c, opt.set_gc_delay);
-       return experiment_output{r.to_json(), r.markdown(), r.plots()};
-     }}};
-
 }  // namespace
+
+void add_keygc_command(CLI::App& app) {
+  auto o = std::make_shared<keygc_cli>();
+  auto* sub = app.add_subcommand(
+      "keygc",
+      "Seed 000: the key collector's execution times and the latency it inflicts "
+      "on its CPU (keygcbench)");
+  add_number(sub, "--keys", o->config.keys, "Keys in the population",
+             number_range<std::size_t>{1, max_keys});
+  add_number(sub, "--per-keyring", o->config.per_keyring, "Keys per keyring",
+             number_range<std::size_t>{1, max_keys});
+  sub->add_option("--mode", o->mode, "monolithic | chunked | budget")->capture_default_str();
+  add_number(sub, "--chunk", o->config.chunk, "Chunk size (chunked mode)",
+             number_range<std::size_t>{1, max_keys});
+  add_number(sub, "--slice-us", o->config.slice_us, "Time slice per execution (budget mode)",
+             number_range<double>{1, 10'000'000});
+  add_number(sub, "--runs", o->config.runs,
+             "Runs per mode (samples are pooled; --compare: pairs of runs, each figure's "
+             "spread quoted)",
+             number_range<int>{1, 1000});
+  add_number(sub, "--probe-priority", o->config.probe_priority,
+             "SCHED_FIFO priority of the cyclictest-style probe threads (0: SCHED_OTHER)",
+             number_range<int>{0, 99});
+  add_number(sub, "--cpu", o->config.cpu, "The collector's CPU (default: the last usable)",
+             number_range<int>{0, CPU_SETSIZE - 1});
+  sub->add_flag("--compare", o->compare, "Run the baseline (--against) and --mode side by side");
+  sub->add_option("--against", o->against, "Baseline mode for --compare")->capture_default_str();
+  sub->add_option("--also", o->also,
+                  "With --compare: a third collector's mode (e.g. budget), run in each "
+                  "pair between the two");
+  sub->add_flag("--kernel", o->kernel,
+                "Measure the host kernel's key_garbage_collector instead (keys in a "
+                "private keyring of the process)");
+  sub->add_flag("--with-kernel", o->with_kernel,
+                "With --compare: the kernel as a third column, same population");
+  add_number(sub, "--set-gc-delay", o->set_gc_delay,
+             "Kernel: set /proc/sys/kernel/keys/gc_delay to SECONDS for the run "
+             "(restored on exit) so the expired phase can run",
+             number_range<unsigned>{1, 31'536'000});
+  sub->add_flag("--cyclictest", o->cyclictest,
+                "Kernel phases: run Debian's cyclictest (rt-tests) on the collector's CPU "
+                "beside the probe, same priority and 1 ms interval");
+  sub->add_flag("--json", o->json, "One JSON object on stdout");
+  add_plot_option(sub, o->plot_dir);
+  sub->callback(traced(sub, [o] {
+    validate(*o);
+    run_command(*o);
+  }));
+}
+
 }  // namespace quiesce::cli

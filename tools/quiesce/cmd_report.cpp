@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// quiesce report - runs every registered experiment and writes DIR/report.md and
-// DIR/results.json. Experiments register themselves (registry.hpp); a seed whose
-// experiment is not built yet is listed as such, with the seed's published numbers only.
+// quiesce report - runs every experiment of the table (quiesce/experiments/table.hpp) and
+// writes DIR/report.md and DIR/results.json: the seeds' in seed order, each beside the
+// seed's published numbers, then the runtime's own (no seed).
 #include <fmt/chrono.h>
 #include <fmt/format.h>
 
@@ -14,13 +14,13 @@
 #include <system_error>
 
 #include "../../src/base/file_io.hpp"
-#include "machine.hpp"
+#include "commands.hpp"
 #include "number_option.hpp"
 #include "progress.hpp"
 #include "quiesce/clock.hpp"
-#include "quiesce/experiments/peers.hpp"
+#include "quiesce/experiments/machine.hpp"
+#include "quiesce/experiments/table.hpp"
 #include "quiesce/version.hpp"
-#include "registry.hpp"
 #include "seeds.hpp"
 #include "trace_session.hpp"
 
@@ -78,26 +78,29 @@ int run_report(const report_options& opt) {
   const std::uint64_t started = now_ns();
   nlohmann::json results;
   results["quiesce_version"] = version_string;
-  results["generated_at"] = fmt::format("{:%Y-%m-%dT%H:%M:%SZ}", fmt::gmtime(std::time(nullptr)));
+  const std::string generated_at =
+      fmt::format("{:%Y-%m-%dT%H:%M:%SZ}", fmt::gmtime(std::time(nullptr)));
+  results["generated_at"] = generated_at;
   results["quick"] = opt.quick;
   results["smoke"] = opt.smoke;
   fmt::print(stderr, "quiesce report: measuring the machine...\n");
-  results["machine"] = machine_facts();
+  const machine_facts machine = measure_machine();
+  results["machine"] = machine.to_json();
   results["experiments"] = nlohmann::json::object();
   results["not_built"] = nlohmann::json::array();
   results["failed"] = nlohmann::json::object();
 
   std::string md = fmt::format("# quiesce report\n\nquiesce {}, {}{}.\n\n## Machine\n\n{}\n",
-                               version_string, results["generated_at"].get<std::string>(),
+                               version_string, generated_at,
                                opt.smoke ? ", SMOKE run (smallest sizes: the figures mean nothing)"
                                : opt.quick ? ", quick run (smaller populations)"
                                            : "",
-                               machine_markdown(results["machine"]));
+                               machine.markdown());
   const experiment_options eopt{
       .quick = opt.quick, .smoke = opt.smoke, .set_gc_delay = opt.set_gc_delay};
   // On a terminal, one progress line replaces the "running ..." lines.
   const bool draw = progress_wanted(false);
-  progress_line progress("quiesce report", experiments().size() + 1, draw);
+  progress_line progress("quiesce report", all_experiments().size(), draw);
   auto announce = [&](const std::string& phase) {
     if (draw) {
       progress.step(phase);
@@ -105,25 +108,30 @@ int run_report(const report_options& opt) {
       fmt::print(stderr, "quiesce report: running {}...\n", phase);
     }
   };
+  auto run = [&](const experiment& e) {
+    const std::string name(e.name);
+    announce(e.seed.empty() ? name : fmt::format("{} (seed {})", name, e.seed));
+    md += fmt::format("### {} (`quiesce {}`)\n\n", e.title, name);
+    try {
+      trace_session trace(trace_path(opt, name));
+      experiment_output r = e.run(eopt);
+      trace.write();
+      results["experiments"][name] = std::move(r.json);
+      md += r.markdown + "\n";
+      md += plots_markdown(opt.out, r.plots, results["failed"], name);
+    } catch (const std::exception& ex) {
+      results["failed"][name] = ex.what();
+      md += fmt::format("FAILED: {}\n\n", ex.what());
+    }
+  };
   for (const seed& s : seeds()) {
     md += fmt::format("## Seed {}: {}\n\nThe bug: {}.\n\nPublished: {}\n\n", s.id, s.patch,
                       s.problem, s.published);
     bool any = false;
-    for (const experiment& e : experiments()) {
+    for (const experiment& e : all_experiments()) {
       if (e.seed != s.id) continue;
       any = true;
-      announce(fmt::format("{} (seed {})", e.name, s.id));
-      try {
-        trace_session trace(trace_path(opt, e.name));
-        experiment_output r = e.run(eopt);
-        trace.write();
-        results["experiments"][e.name] = std::move(r.json);
-        md += fmt::format("### {} (`quiesce {}`)\n\n{}\n", e.title, e.name, r.markdown);
-        md += plots_markdown(opt.out, r.plots, results["failed"], e.name);
-      } catch (const std::exception& ex) {
-        results["failed"][e.name] = ex.what();
-        md += fmt::format("### {} (`quiesce {}`)\n\nFAILED: {}\n\n", e.title, e.name, ex.what());
-      }
+      run(e);
     }
     if (!any) {
       results["not_built"].push_back(s.id);
@@ -133,30 +141,9 @@ int run_report(const report_options& opt) {
           s.experiment);
     }
   }
-  // The runtime against the libraries a user would pick instead (quiesce bench peers).
-  md += "## Runtime vs peers (`quiesce bench peers`)\n\n";
-  const bool small = opt.quick || opt.smoke;
-  const peers_options popt{.repetitions = opt.smoke   ? 1
-                                          : opt.quick ? 2
-                                                      : 3,
-                           .growth = !small,
-                           .every_sha256 = !small,
-                           .min_time_s = opt.smoke ? 0.01 : 0.1,
-                           .bench_dir = {}};
-  if (const std::string why = peers_unavailable(popt); !why.empty()) {
-    results["runtime_vs_peers"] = nlohmann::json{{"not_measured", why}};
-    md += fmt::format("Not measured: {}.\n\n", why);
-  } else {
-    announce("the runtime against its peers");
-    try {
-      const peers_result r = run_peers(popt);
-      results["runtime_vs_peers"] = to_json(r);
-      md += peers_markdown(r) + "\n";
-      md += plots_markdown(opt.out, peers_plots(r), results["failed"], "runtime_vs_peers");
-    } catch (const std::exception& ex) {
-      results["failed"]["runtime_vs_peers"] = ex.what();
-      md += fmt::format("FAILED: {}\n\n", ex.what());
-    }
+  md += "## The runtime itself\n\n";
+  for (const experiment& e : all_experiments()) {
+    if (e.seed.empty()) run(e);
   }
   const double seconds = static_cast<double>(now_ns() - started) / 1e9;
   results["duration_s"] = seconds;
@@ -169,31 +156,29 @@ int run_report(const report_options& opt) {
   return results["failed"].empty() ? 0 : 1;
 }
 
-const command_registrar report_command{
-    {"report", [](CLI::App& app) {
-       auto* sub = app.add_subcommand(
-           "report", "Run every experiment and write DIR/report.md and DIR/results.json");
-       auto opt = std::make_shared<report_options>();
-       sub->add_option("--out", opt->out, "Directory for report.md and results.json")
-           ->capture_default_str();
-       sub->add_flag(
-           "--quick", opt->quick,
-           "Smaller populations, and the peers without the growth tables: a shorter report");
-       sub->add_flag("--smoke", opt->smoke,
-                     "Every experiment at its smallest size, one run: checks that the report "
-                     "assembles in seconds (its figures mean nothing)");
-       add_number(sub, "--set-gc-delay", opt->set_gc_delay,
-                  "Seed 000: set /proc/sys/kernel/keys/gc_delay to SECONDS while the host "
-                  "kernel's expired phase runs (root; restored on exit)",
-                  number_range<unsigned>{1, 31'536'000});
-       sub->add_option("--trace", opt->trace_dir,
-                       "Write DIR/EXPERIMENT.trace.json (Chrome trace, Perfetto) per experiment");
-       sub->callback([opt] {
-         if (!opt->trace_dir.empty()) fs::create_directories(opt->trace_dir);
-         if (const int rc = run_report(*opt); rc != 0)
-           throw std::runtime_error("an experiment failed");
-       });
-     }}};
-
 }  // namespace
+
+void add_report_command(CLI::App& app) {
+  auto* sub = app.add_subcommand(
+      "report", "Run every experiment and write DIR/report.md and DIR/results.json");
+  auto opt = std::make_shared<report_options>();
+  sub->add_option("--out", opt->out, "Directory for report.md and results.json")
+      ->capture_default_str();
+  sub->add_flag("--quick", opt->quick,
+                "Smaller populations, and the peers without the growth tables: a shorter report");
+  sub->add_flag("--smoke", opt->smoke,
+                "Every experiment at its smallest size, one run: checks that the report "
+                "assembles in seconds (its figures mean nothing)");
+  add_number(sub, "--set-gc-delay", opt->set_gc_delay,
+             "Seed 000: set /proc/sys/kernel/keys/gc_delay to SECONDS while the host "
+             "kernel's expired phase runs (root; restored on exit)",
+             number_range<unsigned>{1, 31'536'000});
+  sub->add_option("--trace", opt->trace_dir,
+                  "Write DIR/EXPERIMENT.trace.json (Chrome trace, Perfetto) per experiment");
+  sub->callback([opt] {
+    if (!opt->trace_dir.empty()) fs::create_directories(opt->trace_dir);
+    if (const int rc = run_report(*opt); rc != 0) throw std::runtime_error("an experiment failed");
+  });
+}
+
 }  // namespace quiesce::cli

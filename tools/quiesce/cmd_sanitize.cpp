@@ -5,12 +5,12 @@
 
 #include <cmath>
 
+#include "commands.hpp"
 #include "number_option.hpp"
 #include "plot_option.hpp"
 #include "quiesce/experiments/sanitize_boot.hpp"
 #include "quiesce/sanitize.hpp"
 #include "quiesce/summary.hpp"
-#include "registry.hpp"
 #include "trace_session.hpp"
 
 namespace quiesce::cli {
@@ -66,55 +66,42 @@ unsigned calibrated(const sanitize_cli& o) {
       o.pages, std::chrono::nanoseconds(static_cast<std::int64_t>(o.seconds * 1e9)));
 }
 
-const command_registrar sanitize_command{
-    {"sanitize", [](CLI::App& app) {
-       auto o = std::make_shared<sanitize_cli>();
-       auto* sub = app.add_subcommand(
-           "sanitize",
-           "Seed 003: an EPC-sanitizing loop holds every RCU Tasks grace period unless "
-           "it reports quiescent states");
-       sub->add_option("--qs", o->qs, "none | resched | tasks-qs")->capture_default_str();
-       add_number(sub, "--pages", o->pages, "4 KiB pages to sanitize",
-                  number_range<std::size_t>{1, std::size_t{1} << 28});
-       add_number(sub, "--seconds", o->seconds, "About how long the loop should take",
-                  number_range<double>{0.001, 3600});
-       add_number(sub, "--fail-share", o->fail_share, "Share of pages left dirty on the first pass",
-                  number_range<double>{0, 1});
-       sub->add_flag("--compare", o->compare,
-                     "resched (the bug) vs tasks-qs (the fix), one process");
-       add_number(sub, "--runs", o->pairs,
-                  "With --compare: pairs of boots (each figure's spread is quoted)",
-                  number_range<int>{1, 100});
-       sub->add_flag("--json", o->json, "One JSON object on stdout");
-       add_plot_option(sub, o->plot_dir);
-       sub->callback(traced(sub, [o] {
-         validate(*o);
-         const unsigned passes = calibrated(*o);
-         if (o->compare) {
-           const boot_options bo = options_for(*o, qs_policy::resched, passes);
-           const sanitize_comparison_result c = experiments::run_sanitize_comparison(bo, o->pairs);
-           fmt::print("{}", o->json ? c.to_json().dump(2) + "\n" : thresholds(bo) + c.text());
-           write_plots(o->plot_dir, c.plots());
-           return;
-         }
-         const boot_options bo = options_for(*o, sanitize::parse_qs_policy(o->qs), passes);
-         const boot_result r = experiments::run_boot(bo);
-         fmt::print("{}", o->json ? r.to_json().dump(2) + "\n" : thresholds(bo) + r.text());
-         write_plots(o->plot_dir, experiments::boot_plots({&r}));
-       }));
-     }}};
-
-const experiment_registrar sanitize_experiment{
-    {"sanitize", "003", "EPC sanitization: cond_resched() vs cond_resched_tasks_qs()",
-     [](const experiment_options& opt) {
-       sanitize_cli o;
-       o.seconds = opt.smoke ? 0.2 : opt.quick ? 1.0 : 3.0;
-       o.pages = opt.smoke ? 1024 : opt.quick ? 8192 : 32768;
-       const unsigned passes = calibrated(o);
-       const sanitize_comparison_result c = experiments::run_sanitize_comparison(
-           options_for(o, qs_policy::resched, passes), opt.smoke ? 1 : 3);
-       return experiment_output{c.to_json(), c.markdown(), c.plots()};
-     }}};
-
 }  // namespace
+
+void add_sanitize_command(CLI::App& app) {
+  auto o = std::make_shared<sanitize_cli>();
+  auto* sub = app.add_subcommand(
+      "sanitize",
+      "Seed 003: an EPC-sanitizing loop holds every RCU Tasks grace period unless "
+      "it reports quiescent states");
+  sub->add_option("--qs", o->qs, "none | resched | tasks-qs")->capture_default_str();
+  add_number(sub, "--pages", o->pages, "4 KiB pages to sanitize",
+             number_range<std::size_t>{1, std::size_t{1} << 28});
+  add_number(sub, "--seconds", o->seconds, "About how long the loop should take",
+             number_range<double>{0.001, 3600});
+  add_number(sub, "--fail-share", o->fail_share, "Share of pages left dirty on the first pass",
+             number_range<double>{0, 1});
+  sub->add_flag("--compare", o->compare, "resched (the bug) vs tasks-qs (the fix), one process");
+  add_number(sub, "--runs", o->pairs,
+             "With --compare: pairs of boots (each figure's spread is quoted)",
+             number_range<int>{1, 100});
+  sub->add_flag("--json", o->json, "One JSON object on stdout");
+  add_plot_option(sub, o->plot_dir);
+  sub->callback(traced(sub, [o] {
+    validate(*o);
+    const unsigned passes = calibrated(*o);
+    if (o->compare) {
+      const boot_options bo = options_for(*o, qs_policy::resched, passes);
+      const sanitize_comparison_result c = experiments::run_sanitize_comparison(bo, o->pairs);
+      fmt::print("{}", o->json ? c.to_json().dump(2) + "\n" : thresholds(bo) + c.text());
+      write_plots(o->plot_dir, c.plots());
+      return;
+    }
+    const boot_options bo = options_for(*o, sanitize::parse_qs_policy(o->qs), passes);
+    const boot_result r = experiments::run_boot(bo);
+    fmt::print("{}", o->json ? r.to_json().dump(2) + "\n" : thresholds(bo) + r.text());
+    write_plots(o->plot_dir, experiments::boot_plots({&r}));
+  }));
+}
+
 }  // namespace quiesce::cli

@@ -3,12 +3,12 @@
 // and printing.
 #include <fmt/format.h>
 
+#include "commands.hpp"
 #include "number_option.hpp"
 #include "plot_option.hpp"
 #include "progress.hpp"
 #include "quiesce/experiments/keygc.hpp"
 #include "quiesce/experiments/sweep.hpp"
-#include "registry.hpp"
 #include "trace_session.hpp"
 
 namespace quiesce::cli {
@@ -34,38 +34,23 @@ void run_sweep_command(const sweep_cli& o) {
   write_plots(o.plot_dir, r.plots());
 }
 
-const command_registrar sweep_command{
-    {"sweep", [](CLI::App& app) {
-       auto o = std::make_shared<sweep_cli>();
-       auto* sub =
-           app.add_subcommand("sweep", "Parameter studies: 'sweep keygc' picks the chunk size");
-       sub->add_option("what", o->what, "What to sweep: keygc")->required();
-       add_number(sub, "--chunks", o->config.chunks, "Chunk sizes (default 1 2 4 ... 1024)",
-                  number_range<std::size_t>{1, max_keys});
-       add_number(sub, "--runs", o->config.runs, "Runs per size", number_range<int>{1, 1000});
-       add_number(sub, "--keys", o->config.keys, "Keys in the population",
-                  number_range<std::size_t>{1, max_keys});
-       add_number(sub, "--within", o->config.within_pct,
-                  "Fitness: lowest variance within this % of the best total time",
-                  number_range<double>{0, 1000});
-       sub->add_flag("--json", o->json, "One JSON object on stdout");
-       add_plot_option(sub, o->plot_dir);
-       sub->callback(traced(sub, [o] { run_sweep_command(*o); }));
-     }}};
-
-const experiment_registrar sweep_experiment{
-    {"sweep keygc", "000", "the chunk-size study (sizes 1 .. 1024, the seed's design)",
-     [](const experiment_options& opt) {
-       sweep_config c;  // the seed's design: 100,000 keys, sizes 1 .. 1024, three runs each
-       if (opt.quick || opt.smoke) {
-         c.runs = opt.smoke ? 1 : 2;
-         c.keys = opt.smoke ? 1'000 : 5'000;
-       }
-       for (std::size_t chunk = 1; chunk <= 1024; chunk *= opt.smoke ? 32 : opt.quick ? 8 : 2)
-         c.chunks.push_back(chunk);
-       const sweep_result r = run_sweep(c);
-       return experiment_output{r.to_json(), r.markdown(), r.plots()};
-     }}};
-
 }  // namespace
+
+void add_sweep_command(CLI::App& app) {
+  auto o = std::make_shared<sweep_cli>();
+  auto* sub = app.add_subcommand("sweep", "Parameter studies: 'sweep keygc' picks the chunk size");
+  sub->add_option("what", o->what, "What to sweep: keygc")->required();
+  add_number(sub, "--chunks", o->config.chunks, "Chunk sizes (default 1 2 4 ... 1024)",
+             number_range<std::size_t>{1, max_keys});
+  add_number(sub, "--runs", o->config.runs, "Runs per size", number_range<int>{1, 1000});
+  add_number(sub, "--keys", o->config.keys, "Keys in the population",
+             number_range<std::size_t>{1, max_keys});
+  add_number(sub, "--within", o->config.within_pct,
+             "Fitness: lowest variance within this % of the best total time",
+             number_range<double>{0, 1000});
+  sub->add_flag("--json", o->json, "One JSON object on stdout");
+  add_plot_option(sub, o->plot_dir);
+  sub->callback(traced(sub, [o] { run_sweep_command(*o); }));
+}
+
 }  // namespace quiesce::cli

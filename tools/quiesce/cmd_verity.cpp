@@ -12,6 +12,7 @@
 #include <system_error>
 
 #include "../../src/base/file_io.hpp"
+#include "commands.hpp"
 #include "number_option.hpp"
 #include "plot_option.hpp"
 #include "progress.hpp"
@@ -20,7 +21,6 @@
 #include "quiesce/mount/verity_fs.hpp"
 #include "quiesce/verity.hpp"
 #include "quiesce/workqueue.hpp"
-#include "registry.hpp"
 #include "trace_session.hpp"
 
 namespace quiesce::cli {
@@ -244,16 +244,6 @@ experiments::verity_bench_result run_bench(const experiments::verity_bench_confi
   return experiments::run_verity_bench(c, [&](const std::string& s) { progress.step(s); });
 }
 
-const experiment_registrar verity_experiment{
-    {"verity bench", "004", "verified reads: verification on an unbound vs a per-CPU highpri queue",
-     [](const experiment_options& opt) {
-       experiments::verity_bench_config c;
-       c.file_mib = opt.smoke ? 4 : opt.quick ? 32 : 256;
-       c.seconds = opt.smoke ? 0.1 : opt.quick ? 0.5 : 3;  // three runs of both queues either way
-       const experiments::verity_bench_result r = run_bench(c, false);
-       return experiment_output{r.to_json(), r.markdown(), r.plots()};
-     }}};
-
 // ---- verity mount: fs-verity through the kernel (quiesce/mount/verity_fs.hpp) ----
 
 struct mount_cli {
@@ -283,161 +273,140 @@ void run_mount(const mount_cli& m) {
   }
 }
 
-const experiment_registrar verity_mount_experiment{
-    {"verity bench --mount", "004",
-     "app cold start through quiesce verity mount: unbound vs per-CPU highpri verification",
-     [](const experiment_options& opt) {
-       if (auto why = experiments::verity_mount_bench_unusable()) {
-         return experiment_output{
-             {{"skipped", *why}}, fmt::format("Not measured: {}.\n", *why), {}};
-       }
-       experiments::verity_mount_bench_config c;
-       c.app_mib = opt.smoke ? 4 : opt.quick ? 16 : 64;
-       c.seq_mib = opt.smoke ? 8 : opt.quick ? 64 : 256;
-       if (opt.smoke) c.runs = 1;
-       c.load = 2;  // a busy device: as many CPU-bound threads as these machines have CPUs
-       const experiments::verity_mount_bench_result r = run_mount_bench(c, false);
-       return experiment_output{r.to_json(), r.markdown(), r.plots()};
-     }}};
-
-const command_registrar verity_command{
-    {"verity", [](CLI::App& app) {
-       auto* sub = app.add_subcommand(
-           "verity", "Seed 004: fs-verity Merkle trees and digests (byte-identical to fsverity)");
-       sub->require_subcommand(1);
-       auto o = std::make_shared<digest_cli>();
-       auto* digest = sub->add_subcommand("digest", "Print the fs-verity digest of each FILE");
-       digest->add_option("FILE", o->files, "Files to digest")->required();
-       digest->add_option("--hash-alg", o->hash_alg, "sha256 | sha512 (or 1 | 2)")
-           ->capture_default_str();
-       // fsverity-utils' range: any power of two from twice the digest size (validate())
-       // up to 2^30; `enable` keeps the kernel's lower bound.
-       add_number(digest, "--block-size", o->block_size, "Merkle tree block size (a power of two)",
-                  number_range<std::size_t>{1, verity::max_block_size});
-       digest->add_option("--salt", o->salt, "Salt, as hex (up to 32 bytes; empty: none)")
-           ->expected(0, 1);
-       digest->add_option("--out-merkle-tree", o->out_tree, "Write the Merkle tree here");
-       digest->add_option("--out-descriptor", o->out_descriptor, "Write the descriptor here");
-       digest->add_flag("--for-builtin-sig", o->for_builtin_sig,
-                        "Print the message a built-in signature signs, as hex");
-       digest->add_flag("--compact", o->compact,
-                        "Print only the digest's hex, as `fsverity digest --compact`");
-       digest->add_flag("--single-thread", o->single,
-                        "Hash on this thread only (default: level 0 in parallel on a workqueue)");
-       digest->callback([o] { run_digest(*o); });
-
-       auto e = std::make_shared<enable_cli>();
-       auto* enable =
-           sub->add_subcommand("enable", "Build FILE's Merkle tree into a sidecar (FILE.verity)");
-       enable->add_option("FILE", e->file, "The file")->required();
-       enable->add_option("--hash-alg", e->hash_alg, "sha256 | sha512")->capture_default_str();
-       add_number(enable, "--block-size", e->block_size, "Merkle tree block size (a power of two)",
-                  number_range<std::size_t>{1024, verity::max_block_size});
-       enable->add_option("--salt", e->salt, "Salt, as hex (up to 32 bytes; empty: none)")
-           ->expected(0, 1);
-       enable->add_option("--sidecar", e->sidecar, "Where to write it (default FILE.verity)");
-       enable->add_option("--signature", e->signature,
-                          "Store this built-in signature (from `fsverity sign`) in the sidecar");
-       enable->callback([e] { run_enable(*e); });
-
-       auto v = std::make_shared<verify_cli>();
-       auto* verify = sub->add_subcommand(
-           "verify",
-           "Check FILE against a trusted digest or signature, then read it all through the "
-           "verified path; exit 1 if it is not trusted, or naming the first bad block");
-       verify->add_option("FILE", v->file, "The file")->required();
-       verify->add_option("--sidecar", v->sidecar, "Its sidecar (default FILE.verity)");
-       verify->add_option("--digest", v->digest,
-                          "The trusted file digest, ALG:HEX (as `fsverity digest` prints it)");
-       verify
-           ->add_option("--cert", v->certs,
-                        "A trusted certificate (PEM or DER) for built-in signatures; repeatable")
-           ->allow_extra_args(false);
-       verify->add_flag("--require-signatures", v->require_signatures,
-                        "Refuse a file without a valid signature by a --cert certificate");
-       verify->add_flag("--integrity-only", v->integrity_only,
-                        "Trust nothing: check FILE against its own sidecar (detects corruption, "
-                        "not tampering)");
-       verify->callback([v] { run_verify(*v); });
-
-       auto m = std::make_shared<mount_cli>();
-       auto* mnt = sub->add_subcommand(
-           "mount",
-           "Show SOURCE at MOUNTPOINT through FUSE with fs-verity: files with a sidecar read "
-           "only verified bytes, and fsverity-utils (measure, enable) and lsattr work on them; "
-           "returns once mounted and serves in the background until unmounted (-f: in the "
-           "foreground, until unmounted or interrupted)");
-       mnt->add_option("SOURCE", m->source, "The directory to show")->required();
-       mnt->add_option("MOUNTPOINT", m->mountpoint, "An empty directory")->required();
-       mnt->add_flag("--unbound", m->options.unbound,
-                     "Verify on the pre-patch queue (unbound, highpri) instead of the patch's "
-                     "(per-CPU, highpri)");
-       mnt->add_option("--cert", m->certs,
-                       "A trusted certificate for built-in signatures; repeatable")
-           ->allow_extra_args(false);
-       mnt->add_flag("--require-signatures", m->options.require_signatures,
-                     "A verity file without a valid signature by a --cert certificate cannot be "
-                     "opened, nor can one be enabled without a signature");
-       mnt->add_flag("-f,--foreground", m->foreground,
-                     "Stay in the foreground (default: return once the mount is ready and serve "
-                     "it in the background, as sshfs does)");
-       mnt->add_option(
-              "-o", m->o_lists,
-              "Mount options, comma-separated, as mount(8) and fstab pass them: ro, "
-              "allow_other, cert=FILE, require_signatures, unbound, read_ahead_kb=N, "
-              "auto_unmount, noauto_unmount, nosuid, nodev, noexec, noatime, ...; repeatable")
-           ->allow_extra_args(false);
-       mnt->add_flag("--debug", m->options.debug, "libfuse's request log on stderr");
-       mnt->callback([m] { run_mount(*m); });
-
-       auto b = std::make_shared<bench_cli>();
-       auto* bench = sub->add_subcommand(
-           "bench", "Seed 004: verification on a per-CPU highpri queue vs an unbound one");
-       add_number(bench, "--file-mib", b->config.file_mib, "Size of the generated file (MiB)",
-                  number_range<std::size_t>{1, std::size_t{1} << 20});
-       add_number(bench, "--readers", b->config.readers,
-                  "Reader threads (even: random, odd: sequential)", number_range<int>{1, 1024});
-       add_number(bench, "--seconds", b->config.seconds, "Seconds per queue",
-                  number_range<double>{0.001, 3600});
-       add_number(bench, "--read-kib", b->config.read_kib, "Bytes per read (KiB)",
-                  number_range<std::size_t>{1, 64 * 1024});
-       add_number(bench, "--runs", b->config.runs,
-                  "Runs of both queues (medians and spreads are quoted)",
-                  number_range<int>{1, 100});
-       bench->add_flag("--json", b->json, "One JSON object on stdout");
-       add_plot_option(bench, b->plot_dir);
-       bench->add_flag("--mount", b->mount,
-                       "The app cold start through quiesce verity mount (root, /dev/fuse): "
-                       "processes read the app's files, page cache dropped before each start");
-       add_number(bench, "--apps", b->mount_config.apps, "--mount: app processes per start",
-                  number_range<int>{1, 256});
-       add_number(bench, "--load", b->mount_config.load, "--mount: CPU-bound background threads",
-                  number_range<int>{0, 1024});
-       add_number(bench, "--app-mib", b->mount_config.app_mib, "--mount: the app's files (MiB)",
-                  number_range<std::size_t>{1, std::size_t{1} << 16});
-       b->mount_config.seq_mib = 1024;
-       add_number(bench, "--seq-mib", b->mount_config.seq_mib,
-                  "--mount: the file read sequentially, cold and warm, direct and through the "
-                  "mount without and with verification (MiB; 0: no sequential row)",
-                  number_range<std::size_t>{0, std::size_t{1} << 20});
-       add_number(bench, "--read-ahead-kb", b->mount_config.read_ahead_kb,
-                  "--mount: the mounts' readahead window (KiB; 0: the kernel's 128)",
-                  number_range<unsigned>{0, mount::max_read_ahead_kb});
-       bench->callback(traced(bench, [b] {
-         if (b->mount) {
-           experiments::verity_mount_bench_config c = b->mount_config;
-           c.runs = b->config.runs;
-           const experiments::verity_mount_bench_result r =
-               run_mount_bench(c, progress_wanted(b->json));
-           fmt::print("{}", b->json ? r.to_json().dump(2) + "\n" : r.markdown());
-           write_plots(b->plot_dir, r.plots());
-           return;
-         }
-         const experiments::verity_bench_result r = run_bench(b->config, progress_wanted(b->json));
-         fmt::print("{}", b->json ? r.to_json().dump(2) + "\n" : r.markdown());
-         write_plots(b->plot_dir, r.plots());
-       }));
-     }}};
-
 }  // namespace
+
+void add_verity_command(CLI::App& app) {
+  auto* sub = app.add_subcommand(
+      "verity", "Seed 004: fs-verity Merkle trees and digests (byte-identical to fsverity)");
+  sub->require_subcommand(1);
+  auto o = std::make_shared<digest_cli>();
+  auto* digest = sub->add_subcommand("digest", "Print the fs-verity digest of each FILE");
+  digest->add_option("FILE", o->files, "Files to digest")->required();
+  digest->add_option("--hash-alg", o->hash_alg, "sha256 | sha512 (or 1 | 2)")
+      ->capture_default_str();
+  // fsverity-utils' range: any power of two from twice the digest size (validate())
+  // up to 2^30; `enable` keeps the kernel's lower bound.
+  add_number(digest, "--block-size", o->block_size, "Merkle tree block size (a power of two)",
+             number_range<std::size_t>{1, verity::max_block_size});
+  digest->add_option("--salt", o->salt, "Salt, as hex (up to 32 bytes; empty: none)")
+      ->expected(0, 1);
+  digest->add_option("--out-merkle-tree", o->out_tree, "Write the Merkle tree here");
+  digest->add_option("--out-descriptor", o->out_descriptor, "Write the descriptor here");
+  digest->add_flag("--for-builtin-sig", o->for_builtin_sig,
+                   "Print the message a built-in signature signs, as hex");
+  digest->add_flag("--compact", o->compact,
+                   "Print only the digest's hex, as `fsverity digest --compact`");
+  digest->add_flag("--single-thread", o->single,
+                   "Hash on this thread only (default: level 0 in parallel on a workqueue)");
+  digest->callback([o] { run_digest(*o); });
+
+  auto e = std::make_shared<enable_cli>();
+  auto* enable =
+      sub->add_subcommand("enable", "Build FILE's Merkle tree into a sidecar (FILE.verity)");
+  enable->add_option("FILE", e->file, "The file")->required();
+  enable->add_option("--hash-alg", e->hash_alg, "sha256 | sha512")->capture_default_str();
+  add_number(enable, "--block-size", e->block_size, "Merkle tree block size (a power of two)",
+             number_range<std::size_t>{1024, verity::max_block_size});
+  enable->add_option("--salt", e->salt, "Salt, as hex (up to 32 bytes; empty: none)")
+      ->expected(0, 1);
+  enable->add_option("--sidecar", e->sidecar, "Where to write it (default FILE.verity)");
+  enable->add_option("--signature", e->signature,
+                     "Store this built-in signature (from `fsverity sign`) in the sidecar");
+  enable->callback([e] { run_enable(*e); });
+
+  auto v = std::make_shared<verify_cli>();
+  auto* verify = sub->add_subcommand(
+      "verify",
+      "Check FILE against a trusted digest or signature, then read it all through the "
+      "verified path; exit 1 if it is not trusted, or naming the first bad block");
+  verify->add_option("FILE", v->file, "The file")->required();
+  verify->add_option("--sidecar", v->sidecar, "Its sidecar (default FILE.verity)");
+  verify->add_option("--digest", v->digest,
+                     "The trusted file digest, ALG:HEX (as `fsverity digest` prints it)");
+  verify
+      ->add_option("--cert", v->certs,
+                   "A trusted certificate (PEM or DER) for built-in signatures; repeatable")
+      ->allow_extra_args(false);
+  verify->add_flag("--require-signatures", v->require_signatures,
+                   "Refuse a file without a valid signature by a --cert certificate");
+  verify->add_flag("--integrity-only", v->integrity_only,
+                   "Trust nothing: check FILE against its own sidecar (detects corruption, "
+                   "not tampering)");
+  verify->callback([v] { run_verify(*v); });
+
+  auto m = std::make_shared<mount_cli>();
+  auto* mnt = sub->add_subcommand(
+      "mount",
+      "Show SOURCE at MOUNTPOINT through FUSE with fs-verity: files with a sidecar read "
+      "only verified bytes, and fsverity-utils (measure, enable) and lsattr work on them; "
+      "returns once mounted and serves in the background until unmounted (-f: in the "
+      "foreground, until unmounted or interrupted)");
+  mnt->add_option("SOURCE", m->source, "The directory to show")->required();
+  mnt->add_option("MOUNTPOINT", m->mountpoint, "An empty directory")->required();
+  mnt->add_flag("--unbound", m->options.unbound,
+                "Verify on the pre-patch queue (unbound, highpri) instead of the patch's "
+                "(per-CPU, highpri)");
+  mnt->add_option("--cert", m->certs, "A trusted certificate for built-in signatures; repeatable")
+      ->allow_extra_args(false);
+  mnt->add_flag("--require-signatures", m->options.require_signatures,
+                "A verity file without a valid signature by a --cert certificate cannot be "
+                "opened, nor can one be enabled without a signature");
+  mnt->add_flag("-f,--foreground", m->foreground,
+                "Stay in the foreground (default: return once the mount is ready and serve "
+                "it in the background, as sshfs does)");
+  mnt->add_option("-o", m->o_lists,
+                  "Mount options, comma-separated, as mount(8) and fstab pass them: ro, "
+                  "allow_other, cert=FILE, require_signatures, unbound, read_ahead_kb=N, "
+                  "auto_unmount, noauto_unmount, nosuid, nodev, noexec, noatime, ...; repeatable")
+      ->allow_extra_args(false);
+  mnt->add_flag("--debug", m->options.debug, "libfuse's request log on stderr");
+  mnt->callback([m] { run_mount(*m); });
+
+  auto b = std::make_shared<bench_cli>();
+  auto* bench = sub->add_subcommand(
+      "bench", "Seed 004: verification on a per-CPU highpri queue vs an unbound one");
+  add_number(bench, "--file-mib", b->config.file_mib, "Size of the generated file (MiB)",
+             number_range<std::size_t>{1, std::size_t{1} << 20});
+  add_number(bench, "--readers", b->config.readers,
+             "Reader threads (even: random, odd: sequential)", number_range<int>{1, 1024});
+  add_number(bench, "--seconds", b->config.seconds, "Seconds per queue",
+             number_range<double>{0.001, 3600});
+  add_number(bench, "--read-kib", b->config.read_kib, "Bytes per read (KiB)",
+             number_range<std::size_t>{1, 64 * 1024});
+  add_number(bench, "--runs", b->config.runs,
+             "Runs of both queues (medians and spreads are quoted)", number_range<int>{1, 100});
+  bench->add_flag("--json", b->json, "One JSON object on stdout");
+  add_plot_option(bench, b->plot_dir);
+  bench->add_flag("--mount", b->mount,
+                  "The app cold start through quiesce verity mount (root, /dev/fuse): "
+                  "processes read the app's files, page cache dropped before each start");
+  add_number(bench, "--apps", b->mount_config.apps, "--mount: app processes per start",
+             number_range<int>{1, 256});
+  add_number(bench, "--load", b->mount_config.load, "--mount: CPU-bound background threads",
+             number_range<int>{0, 1024});
+  add_number(bench, "--app-mib", b->mount_config.app_mib, "--mount: the app's files (MiB)",
+             number_range<std::size_t>{1, std::size_t{1} << 16});
+  b->mount_config.seq_mib = 1024;
+  add_number(bench, "--seq-mib", b->mount_config.seq_mib,
+             "--mount: the file read sequentially, cold and warm, direct and through the "
+             "mount without and with verification (MiB; 0: no sequential row)",
+             number_range<std::size_t>{0, std::size_t{1} << 20});
+  add_number(bench, "--read-ahead-kb", b->mount_config.read_ahead_kb,
+             "--mount: the mounts' readahead window (KiB; 0: the kernel's 128)",
+             number_range<unsigned>{0, mount::max_read_ahead_kb});
+  bench->callback(traced(bench, [b] {
+    if (b->mount) {
+      experiments::verity_mount_bench_config c = b->mount_config;
+      c.runs = b->config.runs;
+      const experiments::verity_mount_bench_result r = run_mount_bench(c, progress_wanted(b->json));
+      fmt::print("{}", b->json ? r.to_json().dump(2) + "\n" : r.markdown());
+      write_plots(b->plot_dir, r.plots());
+      return;
+    }
+    const experiments::verity_bench_result r = run_bench(b->config, progress_wanted(b->json));
+    fmt::print("{}", b->json ? r.to_json().dump(2) + "\n" : r.markdown());
+    write_plots(b->plot_dir, r.plots());
+  }));
+}
+
 }  // namespace quiesce::cli

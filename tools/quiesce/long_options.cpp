@@ -4,7 +4,7 @@
 
 #include <fmt/format.h>
 
-#include "registry.hpp"
+#include "commands.hpp"
 
 namespace quiesce::cli {
 

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// quiesce - the command-line tool. Every subcommand lives in its own cmd_*.cpp and
-// registers itself (registry.hpp); main only parses and reports errors.
+// quiesce - the command-line tool. Every subcommand lives in its own cmd_*.cpp; main lists
+// them (below), parses and reports errors.
 //
 // Exit codes: 0 success, 1 the command ran and failed (e.g. verification mismatch),
 // 2 bad usage (unknown option, invalid value) - always with one line on stderr.
@@ -13,9 +13,20 @@
 #include <string>
 #include <vector>
 
+#include "commands.hpp"
 #include "long_options.hpp"
 #include "quiesce/version.hpp"
-#include "registry.hpp"
+
+namespace {
+
+constexpr quiesce::cli::command commands[] = {
+    {"info", quiesce::cli::add_info_command},         {"report", quiesce::cli::add_report_command},
+    {"keygc", quiesce::cli::add_keygc_command},       {"sweep", quiesce::cli::add_sweep_command},
+    {"sanitize", quiesce::cli::add_sanitize_command}, {"verity", quiesce::cli::add_verity_command},
+    {"bench", quiesce::cli::add_bench_command},
+};
+
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{
@@ -25,11 +36,11 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", std::string("quiesce ") + quiesce::version_string);
   app.require_subcommand(1);
   app.failure_message([](const CLI::App*, const CLI::Error& e) { return std::string(e.what()); });
-  for (const auto& command : quiesce::cli::commands())
-    command.setup(app);
+  for (const auto& command : commands)
+    command.add(app);
 
   const auto is_command = [&](const std::string& name) {
-    for (const auto& c : quiesce::cli::commands()) {
+    for (const auto& c : commands) {
       if (c.name == name) return true;
     }
     return false;

@@ -12,7 +12,7 @@
 #include <system_error>
 #include <type_traits>
 
-#include "registry.hpp"
+#include "commands.hpp"
 
 namespace quiesce::cli {
 

@@ -83,6 +83,12 @@ struct peers_result {
   std::vector<std::string> sha256_left_out;  // runnable, not measured (every_sha256 off)
   std::string hashing_skipped;               // why there is no hashing table, or empty
   double seconds = 0;                        // wall time of the whole run
+
+  nlohmann::json to_json() const;
+  std::string markdown() const;
+  // quiesce against the best peer per metric (one bar each, the goal line at 1), and, when
+  // measured, how quiesce's throughput grows with the number of items.
+  std::vector<plot_spec> plots() const;
 };
 
 struct peers_options {
@@ -100,11 +106,5 @@ std::string peers_unavailable(const peers_options& options);
 // Runs the benchmarks and builds the table. Throws std::runtime_error naming the program
 // when a benchmark program is missing, fails, or lacks a measurement the table needs.
 peers_result run_peers(const peers_options& options);
-
-nlohmann::json to_json(const peers_result& result);
-std::string peers_markdown(const peers_result& result);
-// quiesce against the best peer per metric (one bar each, the goal line at 1), and, when
-// measured, how quiesce's throughput grows with the number of items.
-std::vector<plot_spec> peers_plots(const peers_result& result);
 
 }  // namespace quiesce::experiments
