@@ -96,6 +96,8 @@ namespace detail {
 // The three flavours of domain. The one enum for the concept: the inline read side
 // switches on it, and src/rcu keeps a table per flavour (src/rcu/flavor.cpp).
 enum class rcu_kind : unsigned char { memb, qsbr, tasks };
+// Every flavour, in enum order: what src/rcu builds its domains, states and threads from.
+inline constexpr rcu_kind all_rcu_kinds[] = {rcu_kind::memb, rcu_kind::qsbr, rcu_kind::tasks};
 
 // A queued callback: intrusive, so rcu_obj_base::retire() needs no allocation. Trivially
 // copyable, as [saferecl.rcu.base] requires of rcu_obj_base; the member names are reserved

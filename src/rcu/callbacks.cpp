@@ -253,7 +253,7 @@ void restart_callbacks_in_child(rcu_state& st) noexcept {
 // rcu_call() or rcu_barrier() has to create a thread (and allocate) on its way. One that
 // cannot start then is tried again at the first callback, which aborts if it fails again.
 const bool callback_threads_at_load = [] {
-  for (rcu_kind k : {rcu_kind::memb, rcu_kind::qsbr, rcu_kind::tasks})
+  for (rcu_kind k : all_rcu_kinds)
     (void)start_callback_thread(state_of(k));
   rcu_watchdog_install();  // the stall detector, ready before the first grace period
   return true;

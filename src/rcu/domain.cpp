@@ -35,17 +35,35 @@ namespace {
 using A = rcu_access;
 using detail::never_destroyed;
 
-rcu_domain default_domain_object = A::make(rcu_kind::memb);
-rcu_domain qsbr_domain_object = A::make(rcu_kind::qsbr);
-rcu_domain tasks_domain_object = A::make(rcu_kind::tasks);
+constexpr std::size_t nr_flavors = std::size(all_rcu_kinds);
+constexpr bool in_enum_order() {
+  for (std::size_t i = 0; i < nr_flavors; ++i) {
+    if (static_cast<std::size_t>(all_rcu_kinds[i]) != i) return false;
+  }
+  return true;
+}
+static_assert(in_enum_order(), "all_rcu_kinds lists the flavours in enum order");
+using flavor_indices = std::make_index_sequence<nr_flavors>;
 
-// Constructed on first use, never destroyed: callback threads outlive static destructors.
-rcu_state* const* states() noexcept {
-  static never_destroyed<rcu_state> memb_state(default_domain_object, flavor_of(rcu_kind::memb));
-  static never_destroyed<rcu_state> qsbr_state(qsbr_domain_object, flavor_of(rcu_kind::qsbr));
-  static never_destroyed<rcu_state> tasks_state(tasks_domain_object, flavor_of(rcu_kind::tasks));
-  static rcu_state* const all[3] = {&memb_state.get(), &qsbr_state.get(), &tasks_state.get()};
+// One domain object per flavour, indexed by rcu_kind.
+template <std::size_t... I>
+constexpr std::array<rcu_domain, nr_flavors> make_domains(std::index_sequence<I...>) {
+  return {{A::make(all_rcu_kinds[I])...}};
+}
+constinit std::array<rcu_domain, nr_flavors> domain_objects = make_domains(flavor_indices{});
+
+// Each domain's state, indexed by rcu_kind. Constructed on first use, never destroyed:
+// callback threads outlive static destructors.
+template <std::size_t... I>
+rcu_state* const* make_states(std::index_sequence<I...>) noexcept {
+  static never_destroyed<rcu_state> state[] = {
+      never_destroyed<rcu_state>(domain_objects[I], flavor_of(all_rcu_kinds[I]))...};
+  static rcu_state* const all[] = {&state[I].get()...};
   return all;
+}
+
+rcu_state* const* states() noexcept {
+  return make_states(flavor_indices{});
 }
 
 // Registers membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) once, before main (so the mode
@@ -209,7 +227,7 @@ void reset_registry_in_child(rcu_state& st) noexcept QUIESCE_REQUIRES(st.registr
 }
 
 std::span<rcu_state* const> all_states() noexcept {
-  return {states(), 3};
+  return {states(), nr_flavors};
 }
 
 void memb_nesting_overflow() noexcept {
@@ -241,13 +259,13 @@ using detail::rcu_access;
 using detail::rcu_kind;
 
 rcu_domain& rcu_default_domain() noexcept {
-  return detail::default_domain_object;
+  return detail::domain_objects[static_cast<int>(detail::rcu_kind::memb)];
 }
 rcu_domain& rcu_qsbr_domain() noexcept {
-  return detail::qsbr_domain_object;
+  return detail::domain_objects[static_cast<int>(detail::rcu_kind::qsbr)];
 }
 rcu_domain& rcu_tasks_domain() noexcept {
-  return detail::tasks_domain_object;
+  return detail::domain_objects[static_cast<int>(detail::rcu_kind::tasks)];
 }
 
 const char* rcu_domain::name() const noexcept {

@@ -34,7 +34,7 @@ bool qs_holds(std::uint64_t word, std::uint64_t gp) noexcept {
   return word != 0 && word < gp + 1;
 }
 
-constinit const rcu_flavor flavors[3] = {
+constexpr rcu_flavor flavors[] = {
     {.kind = rcu_kind::memb,
      .name = "rcu",
      .counter = memb.gp_ctr,
@@ -75,6 +75,15 @@ constinit const rcu_flavor flavors[3] = {
      .info_reports = true,
      .tasks_stall_timeout = true},
 };
+
+constexpr bool one_row_per_kind() {
+  if (std::size(flavors) != std::size(all_rcu_kinds)) return false;
+  for (std::size_t i = 0; i < std::size(flavors); ++i) {
+    if (flavors[i].kind != all_rcu_kinds[i]) return false;
+  }
+  return true;
+}
+static_assert(one_row_per_kind(), "one row per flavour, in all_rcu_kinds' order");
 
 }  // namespace
 

@@ -10,6 +10,8 @@
 // callback threads held, and starts new callback threads.
 #include <pthread.h>
 
+#include <array>
+
 #include "internal.hpp"
 
 namespace quiesce::detail {
@@ -17,13 +19,22 @@ namespace quiesce::detail {
 namespace {
 
 mutex fork_lock{"rcu fork_lock"};  // one fork at a time is prepared (outermost RCU lock)
-// W: the forking thread's online state, restored after the fork in parent and child.
-thread_local constinit bool was_online_qsbr = false;
-thread_local constinit bool was_online_tasks = false;
+// W: the forking thread's online state per flavour (indexed by rcu_kind), taken offline
+// before the fork and restored after it in parent and child.
+thread_local constinit std::array<bool, std::size(all_rcu_kinds)> was_online{};
+
+void go_offline_for_fork() noexcept {
+  for (rcu_state* st : all_states()) {
+    bool& was = was_online[static_cast<int>(st->kind)];
+    was = has_online_state(st->flavor) && rcu_thread_is_online(st->domain);
+    if (was) rcu_thread_offline(st->domain);
+  }
+}
 
 void restore_online() noexcept {
-  if (was_online_tasks) rcu_thread_online(rcu_tasks_domain());
-  if (was_online_qsbr) rcu_thread_online(rcu_qsbr_domain());
+  for (auto it = all_states().rbegin(); it != all_states().rend(); ++it) {
+    if (was_online[static_cast<int>((*it)->kind)]) rcu_thread_online((*it)->domain);
+  }
 }
 
 void lock_all(rcu_state& st) noexcept
@@ -54,10 +65,7 @@ void before_fork() noexcept QUIESCE_NO_THREAD_SAFETY_ANALYSIS {
     die("fork() called inside a read-side critical section of rcu_default_domain(); "
         "fork outside read-side sections");
   }
-  was_online_qsbr = rcu_thread_is_online(rcu_qsbr_domain());
-  was_online_tasks = rcu_thread_is_online(rcu_tasks_domain());
-  if (was_online_qsbr) rcu_thread_offline(rcu_qsbr_domain());
-  if (was_online_tasks) rcu_thread_offline(rcu_tasks_domain());
+  go_offline_for_fork();
   fork_lock.lock();
   // Callbacks first: one may itself wait for a grace period, which needs gp_mutex.
   for (rcu_state* st : all_states())

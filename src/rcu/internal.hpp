@@ -109,6 +109,12 @@ struct rcu_flavor {
 };
 const rcu_flavor& flavor_of(rcu_kind k) noexcept;
 
+// A thread is online or offline in a flavour without marked sections (QSBR, Tasks): fork
+// takes the forking thread offline there and back online after.
+inline bool has_online_state(const rcu_flavor& f) noexcept {
+  return !f.marked_sections;
+}
+
 // The calling thread's name, without allocating (one prctl).
 void this_thread_name_into(char (&out)[thread_name_len]) noexcept;
 
