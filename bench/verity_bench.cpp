@@ -36,7 +36,7 @@ namespace {
 namespace fs = std::filesystem;
 namespace verity = quiesce::verity;
 
-constexpr std::size_t kBlock = 4096;
+constexpr std::size_t block_size = 4096;
 
 std::vector<std::uint8_t> random_bytes(std::size_t n) {
   std::vector<std::uint8_t> v(n);
@@ -50,7 +50,7 @@ std::vector<std::uint8_t> random_bytes(std::size_t n) {
 
 // Bytes per second of EVP_Digest(SHA-256) over 4 KiB buffers, for at least `min_ns`.
 double openssl_sha256_rate(std::uint64_t min_ns) {
-  const auto buf = random_bytes(kBlock);
+  const auto buf = random_bytes(block_size);
   std::uint8_t out[EVP_MAX_MD_SIZE];
   std::uint64_t n = 0;
   const std::uint64_t t0 = quiesce::thread_cpu_ns();
@@ -60,17 +60,17 @@ double openssl_sha256_rate(std::uint64_t min_ns) {
       EVP_Digest(buf.data(), buf.size(), out, nullptr, EVP_sha256(), nullptr);
     t = quiesce::thread_cpu_ns();
   }
-  return static_cast<double>(n * kBlock) * 1e9 / static_cast<double>(t - t0);
+  return static_cast<double>(n * block_size) * 1e9 / static_cast<double>(t - t0);
 }
 
 void BM_openssl_sha256(benchmark::State& state) {
-  const auto buf = random_bytes(kBlock);
+  const auto buf = random_bytes(block_size);
   std::uint8_t out[EVP_MAX_MD_SIZE];
   for (auto _ : state) {
     EVP_Digest(buf.data(), buf.size(), out, nullptr, EVP_sha256(), nullptr);
     benchmark::DoNotOptimize(out);
   }
-  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * kBlock));
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * block_size));
 }
 BENCHMARK(BM_openssl_sha256);
 
@@ -78,7 +78,7 @@ void BM_block_hasher(benchmark::State& state) {
   verity::params p;
   if (state.range(0)) p.salt = {1, 2, 3, 4, 5, 6, 7, 8};
   verity::detail::block_hasher h(p);
-  const auto buf = random_bytes(kBlock);
+  const auto buf = random_bytes(block_size);
   std::uint8_t out[EVP_MAX_MD_SIZE];
   for (auto _ : state) {
     if (!h.hash(buf.data(), buf.size(), out)) {
@@ -87,7 +87,7 @@ void BM_block_hasher(benchmark::State& state) {
     }
     benchmark::DoNotOptimize(out);
   }
-  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * kBlock));
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * block_size));
 }
 BENCHMARK(BM_block_hasher)->ArgName("salted")->Arg(0)->Arg(1);
 
@@ -101,17 +101,17 @@ void BM_sha256_kernel(benchmark::State& state, const std::string& name) {
     return;
   }
   constexpr std::size_t n = 64;
-  const auto data = random_bytes(n * kBlock);
+  const auto data = random_bytes(n * block_size);
   std::vector<const std::uint8_t*> msgs(n);
   for (std::size_t i = 0; i < n; ++i)
-    msgs[i] = &data[i * kBlock];
+    msgs[i] = &data[i * block_size];
   std::vector<std::uint8_t> out(32 * n);
   const sha::prefix_state start = sha::absorb_padded(nullptr, 0);
   for (auto _ : state) {
-    sha::hash_many(start, msgs.data(), n, kBlock, out.data(), v);
+    sha::hash_many(start, msgs.data(), n, block_size, out.data(), v);
     benchmark::DoNotOptimize(out.data());
   }
-  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * n * kBlock));
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * n * block_size));
 }
 
 // A Merkle tree of 64 MiB in memory (4 KiB blocks, SHA-256): what `verity digest` does per
@@ -162,7 +162,7 @@ void BM_verified_sequential(benchmark::State& state) {
     for (std::uint64_t off = 0; off < v.size();)
       off += v.read(off, buf);
     const verity::read_stats s = v.stats();
-    verified_bytes += s.blocks_verified * kBlock;
+    verified_bytes += s.blocks_verified * block_size;
     worker_ns += s.verify_ns;
   }
   state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * file.size));

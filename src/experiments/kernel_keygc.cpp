@@ -27,8 +27,8 @@ using namespace quiesce::host;  // the keyring, kworker time, the gc_delay overr
 
 namespace {
 
-constexpr const char* kGcDelay = "/proc/sys/kernel/keys/gc_delay";
-constexpr std::uint64_t kReclaimTimeoutNs = 120'000'000'000;  // the kernel had 2 minutes
+constexpr const char* gc_delay_sysctl = "/proc/sys/kernel/keys/gc_delay";
+constexpr std::uint64_t reclaim_timeout_ns = 120'000'000'000;  // the kernel had 2 minutes
 
 std::uint64_t realtime_ns() {
   timespec ts;
@@ -54,13 +54,13 @@ auto on_cpu(int cpu, Fn fn) {
 // Polls /proc/key-users (1 ms apart, from whichever CPU this thread gets) until the user's
 // key count is at most `target`; returns when (CLOCK_MONOTONIC).
 std::uint64_t wait_reclaimed(std::uint64_t target, const char* phase) {
-  const std::uint64_t deadline = now_ns() + kReclaimTimeoutNs;
+  const std::uint64_t deadline = now_ns() + reclaim_timeout_ns;
   while (kernel_keys_of_user() > target) {
     if (now_ns() > deadline) {
       throw std::runtime_error(fmt::format(
           "{} phase: the kernel did not reclaim the keys within {} s ({} keys of this user "
           "remain, expected {})",
-          phase, kReclaimTimeoutNs / 1'000'000'000u, kernel_keys_of_user(), target));
+          phase, reclaim_timeout_ns / 1'000'000'000u, kernel_keys_of_user(), target));
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
@@ -94,7 +94,7 @@ void stop_cyclictest(std::optional<cyclictest_run>& run, int cpu, kernel_phase& 
 // The collector's executions of a phase that has just reclaimed its keys: every one that
 // ended, waiting for one still running to end.
 void collect_executions(workqueue_trace& trace, kernel_phase& phase) {
-  const std::uint64_t deadline = now_ns() + kReclaimTimeoutNs;
+  const std::uint64_t deadline = now_ns() + reclaim_timeout_ns;
   std::map<int, std::uint64_t> per_cpu;
   for (;;) {
     for (const traced_execution& e : trace.take()) {
@@ -266,12 +266,12 @@ kernel_keygc_result run_kernel_keygc(const kernel_keygc_config& config) {
   }
   std::optional<sysctl_override> gc_delay;
   if (config.set_gc_delay) {
-    gc_delay.emplace(kGcDelay, std::to_string(*config.set_gc_delay));
+    gc_delay.emplace(gc_delay_sysctl, std::to_string(*config.set_gc_delay));
   } else {
     r.expired.skipped = fmt::format(
         "the kernel reclaims expired keys only gc_delay ({} s) after they expire; run with "
         "--set-gc-delay SECONDS (root) to measure it",
-        read_sysctl(kGcDelay));
+        read_sysctl(gc_delay_sysctl));
   }
   std::optional<workqueue_trace> trace;
   if (config.trace) {

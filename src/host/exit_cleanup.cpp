@@ -25,7 +25,7 @@ namespace quiesce::host {
 
 namespace {
 
-constexpr std::array kSignals{SIGINT, SIGTERM, SIGHUP, SIGQUIT};
+constexpr std::array cleanup_signals{SIGINT, SIGTERM, SIGHUP, SIGQUIT};
 
 enum class kind : int { restore_file, remove_dir, remove_empty_dir, unmount };
 
@@ -41,14 +41,14 @@ struct slot {
   std::size_t value_len = 0;
 };
 
-constexpr int kSlots = 8;
-slot slots[kSlots];
+constexpr int max_actions = 8;
+slot slots[max_actions];
 std::atomic<std::uint64_t> next_order{1};  // A
 
 // Installing and restoring the handlers: under handlers_lock, counted by armed slots.
 quiesce::detail::mutex handlers_lock{"exit_cleanup handlers_lock"};
 int handlers_users QUIESCE_GUARDED_BY(handlers_lock) = 0;
-struct sigaction previous[kSignals.size()] QUIESCE_GUARDED_BY(handlers_lock);
+struct sigaction previous[cleanup_signals.size()] QUIESCE_GUARDED_BY(handlers_lock);
 
 bool write_value(const char* path, const char* value, std::size_t len) noexcept {
   const int fd = ::open(path, O_WRONLY | O_CLOEXEC);
@@ -171,24 +171,24 @@ void install_handlers() {
   struct sigaction sa {};
   sa.sa_handler = on_signal;
   sigemptyset(&sa.sa_mask);
-  for (int s : kSignals)
+  for (int s : cleanup_signals)
     sigaddset(&sa.sa_mask, s);  // one handler at a time
-  for (std::size_t i = 0; i < kSignals.size(); ++i)
-    ::sigaction(kSignals[i], &sa, &previous[i]);
+  for (std::size_t i = 0; i < cleanup_signals.size(); ++i)
+    ::sigaction(cleanup_signals[i], &sa, &previous[i]);
 }
 
 void remove_handlers() {
   quiesce::detail::lock_guard guard(handlers_lock);
   if (--handlers_users > 0) return;
-  for (std::size_t i = 0; i < kSignals.size(); ++i)
-    ::sigaction(kSignals[i], &previous[i], nullptr);
+  for (std::size_t i = 0; i < cleanup_signals.size(); ++i)
+    ::sigaction(cleanup_signals[i], &previous[i], nullptr);
 }
 
 int claim(kind what, const std::string& path, const std::string& value) {
   if (path.size() >= sizeof slots[0].path || value.size() > sizeof slots[0].value) {
     throw std::runtime_error(fmt::format("{}: path or value too long to restore on exit", path));
   }
-  for (int i = 0; i < kSlots; ++i) {
+  for (int i = 0; i < max_actions; ++i) {
     int expected = free_slot;
     if (!slots[i].state.compare_exchange_strong(expected, claimed)) continue;
     slot& s = slots[i];

@@ -58,9 +58,9 @@ std::vector<traced_execution> pair_executions(std::vector<workqueue_event> event
 
 namespace {
 
-constexpr const char* kSystem = "workqueue";
-constexpr const char* kStart = "workqueue_execute_start";
-constexpr const char* kEnd = "workqueue_execute_end";
+constexpr const char* wq_event_system = "workqueue";
+constexpr const char* execute_start_event = "workqueue_execute_start";
+constexpr const char* execute_end_event = "workqueue_execute_end";
 
 // The kernel address of `symbol` from /proc/kallsyms, 0 if absent or hidden.
 std::uint64_t kallsyms_address(const std::string& symbol) {
@@ -109,11 +109,11 @@ workqueue_trace::workqueue_trace(const std::string& function) : impl_(std::make_
   const int mounted = qtf_tracing_dir_is_mounted(0, &dir);
   if (mounted < 0) throw std::runtime_error("tracefs: cannot tell whether it is mounted");
   if (mounted == 0) {
-    constexpr const char* kTracefs = "/sys/kernel/tracing";
-    unmount_.emplace(exit_cleanup::unmount(kTracefs));
-    if (::mount("nodev", kTracefs, "tracefs", 0, nullptr) != 0) {
+    constexpr const char* tracefs_root = "/sys/kernel/tracing";
+    unmount_.emplace(exit_cleanup::unmount(tracefs_root));
+    if (::mount("nodev", tracefs_root, "tracefs", 0, nullptr) != 0) {
       throw std::runtime_error(
-          fmt::format("tracefs is not mounted and mounting it at {} failed: {}", kTracefs,
+          fmt::format("tracefs is not mounted and mounting it at {} failed: {}", tracefs_root,
                       std::strerror(errno)));
     }
   }
@@ -131,8 +131,9 @@ workqueue_trace::workqueue_trace(const std::string& function) : impl_(std::make_
   // The kernel names a function-pointer field's symbol with the .function modifier (6.x);
   // older kernels take the address.
   std::string filter = fmt::format("function.function == {}", function);
-  for (const char* ev : {kStart, kEnd}) {
-    if (qtf_event_file_write(impl_->instance, kSystem, ev, "filter", filter.c_str()) >= 0) continue;
+  for (const char* ev : {execute_start_event, execute_end_event}) {
+    if (qtf_event_file_write(impl_->instance, wq_event_system, ev, "filter", filter.c_str()) >= 0)
+      continue;
     const std::uint64_t addr = kallsyms_address(function);
     if (addr == 0) {
       throw std::runtime_error(fmt::format(
@@ -141,20 +142,20 @@ workqueue_trace::workqueue_trace(const std::string& function) : impl_(std::make_
           ev, function));
     }
     filter = fmt::format("function == 0x{:x}", addr);
-    if (qtf_event_file_write(impl_->instance, kSystem, ev, "filter", filter.c_str()) < 0) {
+    if (qtf_event_file_write(impl_->instance, wq_event_system, ev, "filter", filter.c_str()) < 0) {
       throw std::runtime_error(fmt::format("tracefs: the filter '{}' was refused", filter));
     }
   }
-  impl_->events = qtf_events_load(kSystem);
+  impl_->events = qtf_events_load(wq_event_system);
   if (!impl_->events)
     throw std::runtime_error("tracefs: cannot read the workqueue events' formats");
-  impl_->start_id = qtf_event_id(impl_->events, kSystem, kStart);
-  impl_->end_id = qtf_event_id(impl_->events, kSystem, kEnd);
+  impl_->start_id = qtf_event_id(impl_->events, wq_event_system, execute_start_event);
+  impl_->end_id = qtf_event_id(impl_->events, wq_event_system, execute_end_event);
   if (impl_->start_id < 0 || impl_->end_id < 0) {
     throw std::runtime_error("tracefs: no workqueue_execute_start/end events");
   }
-  for (const char* ev : {kStart, kEnd}) {
-    if (qtf_event_enable(impl_->instance, kSystem, ev) < 0) {
+  for (const char* ev : {execute_start_event, execute_end_event}) {
+    if (qtf_event_enable(impl_->instance, wq_event_system, ev) < 0) {
       throw std::runtime_error(fmt::format("tracefs: cannot enable {}", ev));
     }
   }

@@ -26,10 +26,10 @@ namespace quiesce::mount::detail {
 namespace {
 
 // The kernel's FS_VERITY_MAX_SIGNATURE_SIZE.
-constexpr std::size_t kMaxSignature = 16128;
+constexpr std::size_t max_signature_size = 16128;
 // Level-0 hashes an enable may hold (the tree is built in memory, and a verified_file keeps
 // it): 256 MiB, a 32 GiB file with 4 KiB blocks and SHA-256. Beyond it: EFBIG.
-constexpr std::uint64_t kMaxLevel0Bytes = std::uint64_t{256} << 20;
+constexpr std::uint64_t max_level0_bytes = std::uint64_t{256} << 20;
 
 bool is_power_of_2(std::uint64_t v) {
   return v != 0 && (v & (v - 1)) == 0;
@@ -129,7 +129,7 @@ int build_and_place(fuse_req_t req, filesystem& f, node& n, const fsverity_enabl
   }
   const std::uint64_t blocks =
       (static_cast<std::uint64_t>(st.st_size) + arg.block_size - 1) / arg.block_size;
-  if (blocks > kMaxLevel0Bytes / verity::digest_size(prm.alg)) return EFBIG;
+  if (blocks > max_level0_bytes / verity::digest_size(prm.alg)) return EFBIG;
   std::shared_ptr<node> parent;
   std::string name;
   {
@@ -202,7 +202,7 @@ int enable(fuse_req_t req, filesystem& f, node& n, int open_flags, bool handle_w
   }
   if (!is_power_of_2(arg.block_size)) return EINVAL;
   if (arg.salt_size > 32) return EMSGSIZE;
-  if (arg.sig_size > kMaxSignature) return EMSGSIZE;
+  if (arg.sig_size > max_signature_size) return EMSGSIZE;
   if (in_size != sizeof arg + arg.salt_size + arg.sig_size) return EINVAL;
   {
     as_caller who(req);

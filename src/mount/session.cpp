@@ -42,7 +42,7 @@ void op_init(void* userdata, fuse_conn_info* conn) {
   if (conn->capable & FUSE_CAP_PARALLEL_DIROPS) conn->want |= FUSE_CAP_PARALLEL_DIROPS;
 }
 
-const fuse_lowlevel_ops kOps = [] {
+const fuse_lowlevel_ops verity_fs_ops = [] {
   fuse_lowlevel_ops o{};
   o.init = op_init;
   o.lookup = op_lookup;
@@ -185,12 +185,12 @@ void filesystem::set_read_ahead() {
 }
 
 void parse_mount_options(const std::string& list, verity_mount_options& o) {
-  static const char* const kFlags[] = {
+  static const char* const flag_options[] = {
       "suid",        "nosuid",  "dev",      "nodev",      "exec",     "noexec",
       "atime",       "noatime", "diratime", "nodiratime", "relatime", "norelatime",
       "strictatime", "sync",    "async",    "dirsync",    "lazytime"};
-  static const char* const kIgnored[] = {"defaults", "auto",  "noauto",  "user",
-                                         "nouser",   "users", "_netdev", "nofail"};
+  static const char* const ignored_options[] = {"defaults", "auto",  "noauto",  "user",
+                                                "nouser",   "users", "_netdev", "nofail"};
   std::size_t at = 0;
   while (at <= list.size()) {
     std::size_t end = list.find(',', at);
@@ -230,9 +230,11 @@ void parse_mount_options(const std::string& list, verity_mount_options& o) {
       o.auto_unmount = false;
     } else if (is("debug")) {
       o.debug = true;
-    } else if (std::find_if(std::begin(kFlags), std::end(kFlags), is) != std::end(kFlags)) {
+    } else if (std::find_if(std::begin(flag_options), std::end(flag_options), is) !=
+               std::end(flag_options)) {
       o.mount_flags.push_back(opt);
-    } else if (std::find_if(std::begin(kIgnored), std::end(kIgnored), is) != std::end(kIgnored) ||
+    } else if (std::find_if(std::begin(ignored_options), std::end(ignored_options), is) !=
+                   std::end(ignored_options) ||
                opt.rfind("x-", 0) == 0 || opt.rfind("comment=", 0) == 0) {
       // for mount(8) and fstab, not the filesystem
     } else {
@@ -335,7 +337,7 @@ verity_mount::verity_mount(const fs::path& source, const fs::path& mountpoint,
   for (std::string& a : args)
     argv.push_back(a.data());
   fuse_args fa = FUSE_ARGS_INIT(static_cast<int>(argv.size()), argv.data());
-  impl_->se.reset(fuse_session_new(&fa, &kOps, sizeof kOps, &f));
+  impl_->se.reset(fuse_session_new(&fa, &verity_fs_ops, sizeof verity_fs_ops, &f));
   fuse_opt_free_args(&fa);
   if (!impl_->se) throw mount_error("libfuse: cannot create a session (see the line above)", 2);
   f.se = impl_->se.get();

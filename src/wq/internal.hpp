@@ -158,11 +158,11 @@ struct active_domain {
   mutex own_lock{"wq active_domain::own_lock"};
   mutex& lock;                  // I: own_lock, or the lock of the one pool it serves
   const bool shares_pool_lock;  // I
-  int nr_active QUIESCE_GUARDED_BY(lock) =
-      0;  // L(domain): items counted active (on a worklist or running)
+  // L(domain): items counted active (on a worklist or running)
+  int nr_active QUIESCE_GUARDED_BY(lock) = 0;
   int peak_active QUIESCE_GUARDED_BY(lock) = 0;  // L(domain): the most nr_active has been
-  work_list inactive
-      QUIESCE_GUARDED_BY(lock);  // L(domain): items waiting for nr_active < max_active, FIFO
+  // L(domain): items waiting for nr_active < max_active, FIFO
+  work_list inactive QUIESCE_GUARDED_BY(lock);
 };
 
 struct pwq;
@@ -198,10 +198,10 @@ struct pool {
   std::vector<int> free_slots QUIESCE_GUARDED_BY(lock);  // L(pool): slots of culled workers
   int next_slot QUIESCE_GUARDED_BY(lock) = 0;            // L(pool): slots never used yet
   work_list worklist QUIESCE_GUARDED_BY(lock);  // L(pool): active items waiting for a worker
-  std::vector<std::unique_ptr<worker>> workers
-      QUIESCE_GUARDED_BY(lock);  // L(pool): every live worker
-  std::vector<std::unique_ptr<worker>> dying
-      QUIESCE_GUARDED_BY(lock);  // L(pool): culled workers, to be joined
+  // L(pool): every live worker
+  std::vector<std::unique_ptr<worker>> workers QUIESCE_GUARDED_BY(lock);
+  // L(pool): culled workers, to be joined
+  std::vector<std::unique_ptr<worker>> dying QUIESCE_GUARDED_BY(lock);
   // L(pool): sleeping idle workers, LIFO (the list is defined after worker).
   const std::unique_ptr<idle_list> idle QUIESCE_PT_GUARDED_BY(lock);
   int nr_workers QUIESCE_GUARDED_BY(lock) = 0;      // L(pool)
@@ -216,8 +216,8 @@ struct pool {
   bool creation_failure_reported QUIESCE_GUARDED_BY(lock) = false;  // L(pool)
   sched_sample exited_sched QUIESCE_GUARDED_BY(lock);  // L(pool): schedstat of culled workers
   std::atomic<std::uint64_t> watchdog_ts{0};  // A: last progress (item started / list filled)
-  std::uint64_t lockup_reported_ts QUIESCE_GUARDED_BY(lock) =
-      0;  // D: watchdog_ts when a lockup was reported
+  // D: watchdog_ts when a lockup was reported
+  std::uint64_t lockup_reported_ts QUIESCE_GUARDED_BY(lock) = 0;
 
   // The kernel's policy predicates (all L(pool)).
   // Work is waiting and fewer workers than max_running() count as running: wake (or
@@ -281,20 +281,20 @@ struct worker {
   bool idle QUIESCE_GUARDED_BY(pool->lock) = false;    // on the idle list, not yet woken
   bool busy QUIESCE_GUARDED_BY(pool->lock) = false;    // processing items (left idle, not yet back)
   bool counted QUIESCE_GUARDED_BY(pool->lock) = false;  // included in pool->nr_running
-  int block_depth QUIESCE_GUARDED_BY(pool->lock) =
-      0;  // voluntary blocks (may_block, quiesce's waits) entered now
-  bool cpu_intensive QUIESCE_GUARDED_BY(pool->lock) =
-      false;  // current item marked (by its queue's flag or the watchdog)
-  bool found_asleep QUIESCE_GUARDED_BY(pool->lock) =
-      false;                                           // the watchdog saw it sleeping while counted
-  bool waking QUIESCE_GUARDED_BY(pool->lock) = false;  // counted in pool->nr_waking
+  // voluntary blocks (may_block, quiesce's waits) entered now
+  int block_depth QUIESCE_GUARDED_BY(pool->lock) = 0;
+  // current item marked (by its queue's flag or the watchdog)
+  bool cpu_intensive QUIESCE_GUARDED_BY(pool->lock) = false;
+  // the watchdog saw it sleeping while counted
+  bool found_asleep QUIESCE_GUARDED_BY(pool->lock) = false;
+  bool waking QUIESCE_GUARDED_BY(pool->lock) = false;      // counted in pool->nr_waking
   work* current QUIESCE_GUARDED_BY(pool->lock) = nullptr;  // the item executing
   struct pwq* current_pwq QUIESCE_GUARDED_BY(pool->lock) = nullptr;
   std::uint64_t current_start_ns QUIESCE_GUARDED_BY(pool->lock) = 0;
-  std::uint64_t current_seq QUIESCE_GUARDED_BY(pool->lock) =
-      0;  // executions started by this worker
-  work_list scheduled
-      QUIESCE_GUARDED_BY(pool->lock);  // items handed to this worker (non-reentrancy)
+  // executions started by this worker
+  std::uint64_t current_seq QUIESCE_GUARDED_BY(pool->lock) = 0;
+  // items handed to this worker (non-reentrancy)
+  work_list scheduled QUIESCE_GUARDED_BY(pool->lock);
   std::uint64_t idle_since_ns QUIESCE_GUARDED_BY(pool->lock) = 0;
   pid_t tid QUIESCE_GUARDED_BY(pool->lock) = 0;
   clockid_t cpu_clock QUIESCE_GUARDED_BY(pool->lock) = 0;

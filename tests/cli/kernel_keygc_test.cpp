@@ -41,7 +41,7 @@ using namespace quiesce::host;
 namespace {
 
 namespace fs = std::filesystem;
-constexpr const char* kGcDelay = "/proc/sys/kernel/keys/gc_delay";
+constexpr const char* gc_delay_sysctl = "/proc/sys/kernel/keys/gc_delay";
 
 // Skips (saying why) unless `keys` keys fit this user's quota in a usable keyring.
 #define SKIP_UNLESS_KEYRING_FITS(keys)                                       \
@@ -188,19 +188,20 @@ TEST(Kworkers, NamesMapToTheirCpu) {
 }
 
 TEST(SysctlOverride, RestoresOnDestruction) {
-  if (::access(kGcDelay, W_OK) != 0) GTEST_SKIP() << kGcDelay << " is not writable here";
-  const std::string old = read_sysctl(kGcDelay);
+  if (::access(gc_delay_sysctl, W_OK) != 0)
+    GTEST_SKIP() << gc_delay_sysctl << " is not writable here";
+  const std::string old = read_sysctl(gc_delay_sysctl);
   const std::string other = old == "7" ? "8" : "7";
   {
-    sysctl_override o(kGcDelay, other);
+    sysctl_override o(gc_delay_sysctl, other);
     EXPECT_EQ(o.old_value(), old);
-    EXPECT_EQ(read_sysctl(kGcDelay), other);
-    EXPECT_THROW(sysctl_override(kGcDelay, "9"), std::logic_error);  // one at a time
-    EXPECT_EQ(read_sysctl(kGcDelay), other);
+    EXPECT_EQ(read_sysctl(gc_delay_sysctl), other);
+    EXPECT_THROW(sysctl_override(gc_delay_sysctl, "9"), std::logic_error);  // one at a time
+    EXPECT_EQ(read_sysctl(gc_delay_sysctl), other);
   }
-  EXPECT_EQ(read_sysctl(kGcDelay), old);
-  EXPECT_THROW(sysctl_override(kGcDelay, "not a number"), std::runtime_error);
-  EXPECT_EQ(read_sysctl(kGcDelay), old);
+  EXPECT_EQ(read_sysctl(gc_delay_sysctl), old);
+  EXPECT_THROW(sysctl_override(gc_delay_sysctl, "not a number"), std::runtime_error);
+  EXPECT_EQ(read_sysctl(gc_delay_sysctl), old);
   EXPECT_THROW(sysctl_override("/proc/sys/kernel/keys/no_such_knob", "1"), std::runtime_error);
 }
 
@@ -233,8 +234,9 @@ using quiesce::test::slurp;
 
 TEST(KeygcKernelCli, ARunReportsBothPhasesAndLeavesNothingBehind) {
   SKIP_UNLESS_KEYRING_FITS(2000);
-  if (::access(kGcDelay, W_OK) != 0) GTEST_SKIP() << kGcDelay << " is not writable here";
-  const std::string old = read_sysctl(kGcDelay);
+  if (::access(gc_delay_sysctl, W_OK) != 0)
+    GTEST_SKIP() << gc_delay_sysctl << " is not writable here";
+  const std::string old = read_sysctl(gc_delay_sysctl);
   child c = spawn({"keygc", "--kernel", "--keys", "2000", "--set-gc-delay", "1", "--json"});
   int status = 0;
   ASSERT_EQ(::waitpid(c.pid, &status, 0), c.pid);
@@ -248,19 +250,20 @@ TEST(KeygcKernelCli, ARunReportsBothPhasesAndLeavesNothingBehind) {
     EXPECT_GE(j[phase]["collector_cpu"].get<int>(), 0) << phase;
     EXPECT_GT(j[phase]["probe"]["on_collector_cpu"]["n"].get<int>(), 0) << phase;
   }
-  EXPECT_EQ(read_sysctl(kGcDelay), old);
+  EXPECT_EQ(read_sysctl(gc_delay_sysctl), old);
   EXPECT_TRUE(none_left("." + std::to_string(c.pid) + "."));
 }
 
 TEST(KeygcKernelCli, SigintRestoresGcDelayAndTheKeysGo) {
   SKIP_UNLESS_KEYRING_FITS(200000);
-  if (::access(kGcDelay, W_OK) != 0) GTEST_SKIP() << kGcDelay << " is not writable here";
-  const std::string old = read_sysctl(kGcDelay);
+  if (::access(gc_delay_sysctl, W_OK) != 0)
+    GTEST_SKIP() << gc_delay_sysctl << " is not writable here";
+  const std::string old = read_sysctl(gc_delay_sysctl);
   ASSERT_NE(old, "1");
   // Enough keys that the run is still going when the signal comes; the signal is sent as
   // soon as the run has changed gc_delay.
   child c = spawn({"keygc", "--kernel", "--keys", "200000", "--runs", "50", "--set-gc-delay", "1"});
-  ASSERT_TRUE(test::eventually([&] { return read_sysctl(kGcDelay) == "1"; }))
+  ASSERT_TRUE(test::eventually([&] { return read_sysctl(gc_delay_sysctl) == "1"; }))
       << "the run never changed gc_delay: " << slurp(c.out);
   ASSERT_EQ(::kill(c.pid, SIGINT), 0);
   int status = 0;
@@ -269,7 +272,7 @@ TEST(KeygcKernelCli, SigintRestoresGcDelayAndTheKeysGo) {
   fs::remove(c.out);
   EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGINT)
       << "status " << status << ": " << out;
-  EXPECT_EQ(read_sysctl(kGcDelay), old);
+  EXPECT_EQ(read_sysctl(gc_delay_sysctl), old);
   // The process keyring died with the process: the kernel collects the rest.
   EXPECT_TRUE(none_left("." + std::to_string(c.pid) + "."));
 }

@@ -36,10 +36,10 @@ using quiesce::test::shell2;
 using quiesce::test::slurp;
 using quiesce::test::write_random;
 
-constexpr const char* kSecret = "ROOT-ONLY SECRET\n";
+constexpr const char* secret_text = "ROOT-ONLY SECRET\n";
 // What a user's file holds: longer than the secret, so that a read through a size the
 // kernel cached for it would show all of the secret.
-const std::string kMine(64, 'm');
+const std::string mine_text(64, 'm');
 
 bool leaked(const std::string& data) {
   return data.find("ROOT-ONLY") != std::string::npos;
@@ -153,10 +153,10 @@ class MountAttack : public quiesce::test::MountFixture {
     MountFixture::SetUp();
     // Outside SOURCE: a root-only file and a root-only directory.
     secret_ = dir_ / "secret";
-    std::ofstream(secret_) << kSecret;
+    std::ofstream(secret_) << secret_text;
     ::chmod(secret_.c_str(), 0600);
     fs::create_directories(vault_ = dir_ / "vault");
-    std::ofstream(vault_ / "file") << kSecret;
+    std::ofstream(vault_ / "file") << secret_text;
     ::chmod(vault_.c_str(), 0700);
     // Inside SOURCE: nobody's directory.
     fs::create_directories(user_ = src_ / "u");
@@ -182,7 +182,7 @@ class MountAttack : public quiesce::test::MountFixture {
   }
   bool secret_intact() {
     struct stat st {};
-    return slurp(secret_) == kSecret && ::stat(secret_.c_str(), &st) == 0 &&
+    return slurp(secret_) == secret_text && ::stat(secret_.c_str(), &st) == 0 &&
            (st.st_mode & 07777) == 0600 && st.st_uid == 0;
   }
 
@@ -210,16 +210,16 @@ TEST_F(MountAttack, ASymlinkToARootFileIsNeverFollowedByTheDaemon) {
 // inode it looked up.
 TEST_F(MountAttack, SymlinkSwapsAfterLookupNeverReachOutside) {
   SKIP_UNLESS_FUSE();
-  user_file("f", kMine);
+  user_file("f", mine_text);
   ASSERT_EQ(as_nobody([&] { return ::mkdir((user_ / "d").c_str(), 0755) ? 1 : 0; }), 0);
   ASSERT_EQ(as_nobody([&] {
-              std::ofstream(user_ / "d" / "file") << kMine;
+              std::ofstream(user_ / "d" / "file") << mine_text;
               return 0;
             }),
             0);
   start();
-  EXPECT_EQ(nobody_read(mnt_ / "u" / "f").data, kMine);
-  EXPECT_EQ(nobody_read(mnt_ / "u" / "d" / "file").data, kMine);
+  EXPECT_EQ(nobody_read(mnt_ / "u" / "f").data, mine_text);
+  EXPECT_EQ(nobody_read(mnt_ / "u" / "d" / "file").data, mine_text);
   swap_for_symlink("f", secret_);
   swap_for_symlink("d", vault_);
   for (int i = 0; i < 3; ++i) {
@@ -255,7 +255,7 @@ TEST_F(MountAttack, ChangesThroughSwappedNamesStayInside) {
     return errno_of(::rename((mnt_ / "u" / "dd" / "file").c_str(), (mnt_ / "u" / "got").c_str()));
   });
   EXPECT_TRUE(secret_intact()) << "a root-only file outside SOURCE was changed";
-  EXPECT_EQ(slurp(vault_ / "file"), kSecret) << "a root-only directory was changed";
+  EXPECT_EQ(slurp(vault_ / "file"), secret_text) << "a root-only directory was changed";
   EXPECT_FALSE(fs::exists(user_ / "got"));
 }
 
@@ -263,7 +263,7 @@ TEST_F(MountAttack, ChangesThroughSwappedNamesStayInside) {
 // outside SOURCE.
 TEST_F(MountAttack, EnableThroughASwappedNameWritesNothingOutside) {
   SKIP_UNLESS_FUSE();
-  user_file("e", kMine);
+  user_file("e", mine_text);
   start();
   const int rc = as_nobody([&] {
     const int fd = ::open((mnt_ / "u" / "e").c_str(), O_RDONLY);

@@ -408,7 +408,7 @@ TEST_F(MountPosix, RandomOperationsKeepEveryByte) {
   const unsigned seed = std::random_device{}();
   SCOPED_TRACE("seed " + std::to_string(seed));
   std::mt19937 rng(seed);
-  constexpr std::size_t kMax = 256 * 1024;
+  constexpr std::size_t max_file_size = 256 * 1024;
   std::vector<std::string> shadow(2);
   std::vector<int> fds(2);
   for (int i = 0; i < 2; ++i) {
@@ -422,8 +422,8 @@ TEST_F(MountPosix, RandomOperationsKeepEveryByte) {
     std::string& sh = shadow[which];
     switch (rng() % 7) {
       case 0: {  // write
-        const std::size_t off = pick(kMax - 1), len = 1 + pick(16384);
-        std::string data(std::min(len, kMax - off), '\0');
+        const std::size_t off = pick(max_file_size - 1), len = 1 + pick(16384);
+        std::string data(std::min(len, max_file_size - off), '\0');
         for (char& c : data)
           c = static_cast<char>(rng());
         ASSERT_EQ(::pwrite(fd, data.data(), data.size(), static_cast<off_t>(off)),
@@ -433,14 +433,14 @@ TEST_F(MountPosix, RandomOperationsKeepEveryByte) {
         break;
       }
       case 1: {  // truncate
-        const std::size_t size = pick(kMax);
+        const std::size_t size = pick(max_file_size);
         ASSERT_EQ(::ftruncate(fd, static_cast<off_t>(size)), 0);
         sh.resize(size, '\0');
         break;
       }
       case 2:
       case 3: {  // read
-        const std::size_t off = pick(kMax), len = pick(65536);
+        const std::size_t off = pick(max_file_size), len = pick(65536);
         std::string got(len, '\0');
         const ssize_t n = ::pread(fd, got.data(), len, static_cast<off_t>(off));
         ASSERT_GE(n, 0);
@@ -480,7 +480,7 @@ TEST_F(MountPosix, RandomOperationsKeepEveryByte) {
         const std::string& other = shadow[1 - which];
         if (other.empty()) break;
         loff_t in = static_cast<loff_t>(pick(other.size() - 1));
-        loff_t out = static_cast<loff_t>(pick(kMax / 2));
+        loff_t out = static_cast<loff_t>(pick(max_file_size / 2));
         const std::size_t len = std::min<std::size_t>(pick(8192), other.size() - in);
         const loff_t from = in, to = out;
         const ssize_t n = ::copy_file_range(fds[1 - which], &in, fd, &out, len, 0);

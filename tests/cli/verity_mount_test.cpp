@@ -225,16 +225,16 @@ TEST_F(VerityMount, RandomReadsOfTamperedFilesReturnTheSourceBytesOrEio) {
     io.put(static_cast<char>(side[256 + 1000] ^ 0x80));
   }
   start();
-  constexpr int kProcs = 3, kReads = 300;
+  constexpr int nr_procs = 3, nr_reads = 300;
   const std::string path_d = (mnt_ / "d").string(), path_t = (mnt_ / "t").string();
   std::vector<char> buf(256 * 1024);  // the children's, allocated before fork
   std::vector<pid_t> pids;
-  for (int p = 0; p < kProcs; ++p) {
+  for (int p = 0; p < nr_procs; ++p) {
     const pid_t pid = ::fork();
     if (pid == 0) {  // only system calls and the copies made before fork
       std::uint64_t x = static_cast<std::uint64_t>(p) * 7919 + 3;
       int eio = 0, bad = 0;
-      for (int r = 0; r < kReads; ++r) {
+      for (int r = 0; r < nr_reads; ++r) {
         x ^= x << 13, x ^= x >> 7, x ^= x << 17;
         const bool first = x % 2 == 0;
         const std::string& good = first ? good_d : good_t;

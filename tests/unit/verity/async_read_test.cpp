@@ -107,13 +107,13 @@ TEST_F(AsyncRead, ConcurrentReadsEachCompleteOnceWithTheirOwnBytes) {
   const fs::path f = write("f", bytes);
   const merkle_tree t = enable(f, params{});
   verified_file v(f, wq_, pin(t));
-  constexpr int kThreads = 4, kReads = 300;
+  constexpr int nr_threads = 4, nr_reads = 300;
   std::atomic<int> completed{0}, wrong{0}, errors{0};
   std::vector<std::thread> threads;
-  for (int i = 0; i < kThreads; ++i) {
+  for (int i = 0; i < nr_threads; ++i) {
     threads.emplace_back([&, i] {
       std::mt19937 rng(static_cast<unsigned>(i));
-      for (int r = 0; r < kReads; ++r) {
+      for (int r = 0; r < nr_reads; ++r) {
         const std::uint64_t offset = rng() % bytes.size();
         const std::size_t len = 1 + rng() % 20'000;
         v.read_async(offset, len,
@@ -129,9 +129,9 @@ TEST_F(AsyncRead, ConcurrentReadsEachCompleteOnceWithTheirOwnBytes) {
   }
   for (auto& t : threads)
     t.join();
-  ASSERT_TRUE(quiesce::test::eventually([&] { return completed.load() >= kThreads * kReads; }))
-      << completed.load() << " of " << kThreads * kReads << " reads completed";
-  EXPECT_EQ(completed.load(), kThreads * kReads);
+  ASSERT_TRUE(quiesce::test::eventually([&] { return completed.load() >= nr_threads * nr_reads; }))
+      << completed.load() << " of " << nr_threads * nr_reads << " reads completed";
+  EXPECT_EQ(completed.load(), nr_threads * nr_reads);
   EXPECT_EQ(errors.load(), 0);
   EXPECT_EQ(wrong.load(), 0);
 }
