@@ -146,8 +146,8 @@ void register_thread(rcu_kind k) noexcept {
         if (flavor_of(k).my_entry().node.linked()) s.readers.erase(&flavor_of(k).my_entry());
       }
     };
-    thread_local early early_memb, early_qsbr, early_tasks;
-    early& mine = k == rcu_kind::memb ? early_memb : k == rcu_kind::qsbr ? early_qsbr : early_tasks;
+    thread_local early early_of[std::size(all_rcu_kinds)];
+    early& mine = early_of[static_cast<int>(k)];
     mine.k = k;
     mine.armed = true;
   }
@@ -188,7 +188,7 @@ void unregister_thread(rcu_kind k) noexcept {
 
 void on_thread_exit(void*) noexcept {
   ++exit_rounds;
-  for (rcu_kind k : {rcu_kind::memb, rcu_kind::qsbr, rcu_kind::tasks})
+  for (rcu_kind k : all_rcu_kinds)
     unregister_thread(k);
 }
 
