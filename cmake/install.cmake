@@ -30,8 +30,25 @@ install(FILES ${PROJECT_BINARY_DIR}/quiesceConfig.cmake
               ${PROJECT_BINARY_DIR}/quiesceConfigVersion.cmake
         DESTINATION ${QUIESCE_CMAKE_DIR})
 
+# pkg-config: one file per library, so that a workqueue/RCU user links neither libcrypto
+# nor the scenarios. No -std flag: C++20 is the minimum (as the CMake target's cxx_std_20
+# feature says), not a cap; the user's own -std (c++20 or later) stays in force.
 # Relocatable: the prefix is found relative to the .pc file, wherever it is installed.
 file(RELATIVE_PATH QUIESCE_PC_PREFIX_REL "/p/${CMAKE_INSTALL_LIBDIR}/pkgconfig" "/p")
-configure_file(${PROJECT_SOURCE_DIR}/cmake/quiesce.pc.in ${PROJECT_BINARY_DIR}/quiesce.pc @ONLY)
-install(FILES ${PROJECT_BINARY_DIR}/quiesce.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
+function(quiesce_pkg_config name description requires libs)
+  set(QUIESCE_PC_NAME ${name})
+  set(QUIESCE_PC_DESCRIPTION "${description}")
+  set(QUIESCE_PC_REQUIRES "${requires}")
+  set(QUIESCE_PC_LIBS "${libs}")
+  configure_file(${PROJECT_SOURCE_DIR}/cmake/quiesce.pc.in ${PROJECT_BINARY_DIR}/${name}.pc @ONLY)
+  install(FILES ${PROJECT_BINARY_DIR}/${name}.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
+endfunction()
+quiesce_pkg_config(quiesce "${PROJECT_DESCRIPTION}: workqueues, RCU, budgets, watchdog" "fmt"
+                   "-lquiesce -pthread")
+quiesce_pkg_config(quiesce-keys "quiesce: the in-memory key store (seed 000)" "quiesce"
+                   "-lquiesce_keys")
+quiesce_pkg_config(quiesce-sanitize "quiesce: the page sanitizer (seed 003)" "quiesce"
+                   "-lquiesce_sanitize")
+quiesce_pkg_config(quiesce-verity "quiesce: fs-verity trees, digests, verified reads (seed 004)"
+                   "quiesce libcrypto" "-lquiesce_verity")
 install(FILES ${PROJECT_SOURCE_DIR}/LICENSE DESTINATION ${CMAKE_INSTALL_DOCDIR})

@@ -17,6 +17,7 @@
 #include <iterator>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <set>
 #include <string>
 #include <vector>
@@ -58,10 +59,29 @@ class Cli : public testing::Test {
 };
 
 TEST_F(Cli, VersionAndBadUsage) {
-  EXPECT_EQ(run("--version").code, 0);
+  const result version = run("--version", true);
+  EXPECT_EQ(version.code, 0);
+  // "quiesce X.Y.Z (commit <hash>|unknown[-dirty], <build type> build)"
+  EXPECT_TRUE(std::regex_search(
+      version.out,
+      std::regex(R"(^quiesce [0-9]+\.[0-9]+\.[0-9]+ \(commit ([0-9a-f]{12}|unknown)(-dirty)?, )"
+                 R"([A-Za-z]+ build\)\n$)")))
+      << version.out;
   const result unknown = run("frobnicate");
   EXPECT_EQ(unknown.code, 2);
   EXPECT_NE(unknown.out.find("unknown command 'frobnicate'"), std::string::npos);
+  EXPECT_EQ(unknown.out.find("did you mean"), std::string::npos) << unknown.out;  // nothing near
+  // A typo names the nearest command, at every level.
+  const result typo = run("verity digset");
+  EXPECT_EQ(typo.code, 2);
+  EXPECT_NE(typo.out.find("quiesce verity: unknown command 'digset' (did you mean 'digest'?"),
+            std::string::npos)
+      << typo.out;
+  const result top = run("reprot");
+  EXPECT_EQ(top.code, 2);
+  EXPECT_NE(top.out.find("unknown command 'reprot' (did you mean 'report'?"), std::string::npos)
+      << top.out;
+  EXPECT_EQ(run("bench peer").code, 2);
   EXPECT_EQ(run("keygc --mode sometimes").code, 2);
   EXPECT_EQ(run("keygc --keys 0").code, 2);
   EXPECT_EQ(run("keygc --also budget").code, 2);               // only with --compare

@@ -38,19 +38,39 @@ run("configure consumer" ${CMAKE_COMMAND} -S ${CONSUMER_DIR} -B ${WORK_DIR}/cons
 run("build consumer" ${CMAKE_COMMAND} --build ${WORK_DIR}/consumer)
 run("run consumer (find_package)" ${WORK_DIR}/consumer/consumer)
 
-# 2. pkg-config --cflags --libs quiesce
+# 2. pkg-config: one .pc per library. The key store's consumer with quiesce-keys (and its
+# own -std=c++20: the flags force none); a C++23 workqueue + RCU user with quiesce alone,
+# whose flags must neither lower its standard nor pull in libcrypto.
 file(GLOB_RECURSE pc_files ${prefix}/*/quiesce.pc)
 list(GET pc_files 0 pc_file)
 get_filename_component(pc_dir ${pc_file} DIRECTORY)
 set(ENV{PKG_CONFIG_PATH} ${pc_dir})
-execute_process(COMMAND pkg-config --cflags --libs quiesce OUTPUT_VARIABLE flags
-                RESULT_VARIABLE rc OUTPUT_STRIP_TRAILING_WHITESPACE)
-if(NOT rc EQUAL 0)
-  message(FATAL_ERROR "pkg-config --cflags --libs quiesce failed")
+function(pkg_flags out)
+  execute_process(COMMAND pkg-config --cflags --libs ${ARGN} OUTPUT_VARIABLE flags
+                  RESULT_VARIABLE rc OUTPUT_STRIP_TRAILING_WHITESPACE)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "pkg-config --cflags --libs ${ARGN} failed")
+  endif()
+  if(flags MATCHES "-std=")
+    message(FATAL_ERROR "pkg-config ${ARGN} forces a C++ standard: ${flags}")
+  endif()
+  separate_arguments(flags UNIX_COMMAND "${flags}")
+  set(${out} ${flags} PARENT_SCOPE)
+endfunction()
+foreach(pc quiesce quiesce-keys quiesce-sanitize quiesce-verity)
+  pkg_flags(unused ${pc})
+endforeach()
+pkg_flags(core_flags quiesce)
+if(core_flags MATCHES "crypto")
+  message(FATAL_ERROR "pkg-config quiesce (the runtime alone) links libcrypto: ${core_flags}")
 endif()
-separate_arguments(flags UNIX_COMMAND "${flags}")
-run("build consumer (pkg-config)" c++ ${CONSUMER_DIR}/main.cpp -o ${WORK_DIR}/consumer-pc ${flags})
+pkg_flags(keys_flags quiesce-keys)
+run("build consumer (pkg-config quiesce-keys)" c++ -std=c++20 ${CONSUMER_DIR}/main.cpp
+    -o ${WORK_DIR}/consumer-pc ${keys_flags})
 run("run consumer (pkg-config)" ${WORK_DIR}/consumer-pc)
+run("build a C++23 consumer (pkg-config quiesce)" c++ -std=c++23
+    ${CONSUMER_DIR}/../cxx23/main.cpp -o ${WORK_DIR}/consumer-cxx23 ${core_flags})
+run("run the C++23 consumer" ${WORK_DIR}/consumer-cxx23)
 
 # 3. the examples (examples/), built against the install and run: each exits 0 only if
 # what it demonstrates held.

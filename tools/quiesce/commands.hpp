@@ -19,6 +19,12 @@ void add_sanitize_command(CLI::App& app);
 void add_verity_command(CLI::App& app);
 void add_bench_command(CLI::App& app);
 
+// What `quiesce --version` says besides the version (build_info.cpp, generated at build
+// time by cmake/build_info.cmake): the commit ("unknown" outside git, "-dirty" when the
+// tree had changes) and CMAKE_BUILD_TYPE.
+extern const char* const build_commit;
+extern const char* const build_type;
+
 struct command {
   std::string_view name;
   void (*add)(CLI::App& app);

@@ -16,6 +16,7 @@
 #include "commands.hpp"
 #include "long_options.hpp"
 #include "quiesce/version.hpp"
+#include "unknown_command.hpp"
 
 namespace {
 
@@ -33,20 +34,17 @@ int main(int argc, char** argv) {
       "quiesce - latency-bounded deferred work: workqueues, RCU and chunked work, "
       "with the experiments of three kernel latency fixes",
       "quiesce"};
-  app.set_version_flag("--version", std::string("quiesce ") + quiesce::version_string);
+  app.set_version_flag("--version",
+                       fmt::format("quiesce {} (commit {}, {} build)", quiesce::version_string,
+                                   quiesce::cli::build_commit, quiesce::cli::build_type));
   app.require_subcommand(1);
   app.failure_message([](const CLI::App*, const CLI::Error& e) { return std::string(e.what()); });
   for (const auto& command : commands)
     command.add(app);
 
-  const auto is_command = [&](const std::string& name) {
-    for (const auto& c : commands) {
-      if (c.name == name) return true;
-    }
-    return false;
-  };
-  if (argc > 1 && argv[1][0] != '-' && !is_command(argv[1])) {
-    fmt::print(stderr, "quiesce: unknown command '{}' (see quiesce --help)\n", argv[1]);
+  if (const auto unknown =
+          quiesce::cli::unknown_command(app, std::vector<std::string>(argv + 1, argv + argc))) {
+    fmt::print(stderr, "{}\n", *unknown);
     return 2;
   }
   try {
