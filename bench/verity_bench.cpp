@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// fs-verity verification throughput (issue 7's per-worker target): how fast a verification
+// fs-verity verification throughput (the per-worker target): how fast a verification
 // worker checks sequential reads, against one core's plain OpenSSL SHA-256 of 4 KiB buffers
 // (what `openssl speed -evp sha256 -bytes 4096` measures), both measured in this process.
 // Run: build/release/bin/bench_verity (or ./quiesce bench).

@@ -302,7 +302,7 @@ TEST_F(Cli, VerityEnableNeverFollowsAPlantedSymlink) {
   EXPECT_EQ(run("verity verify " + file_.string() + " --integrity-only").code, 0);
 }
 
-// ---- verity: the root of trust (issue 16) ----
+// ---- verity: the root of trust ----
 
 // verify trusts nothing by default: it needs a digest, a certificate, or --integrity-only.
 TEST_F(Cli, VerityVerifyNeedsSomethingToTrust) {
@@ -321,7 +321,7 @@ TEST_F(Cli, VerityVerifyNeedsSomethingToTrust) {
   EXPECT_NE(ok.out.find("not authenticated"), std::string::npos) << ok.out;
 }
 
-// The issue's attack through the CLI: rewrite the data and regenerate the sidecar. A pinned
+// The attack through the CLI: rewrite the data and regenerate the sidecar. A pinned
 // digest (as `fsverity digest` prints it) refuses it with exit 1.
 TEST_F(Cli, VerityVerifyDigestRefusesARewrittenFile) {
   const result digest = run_shell("fsverity digest " + file_.string() + " | cut -d' ' -f1");

@@ -77,6 +77,6 @@ run("run the C++23 consumer" ${WORK_DIR}/consumer-cxx23)
 run("configure examples" ${CMAKE_COMMAND} -S ${EXAMPLES_DIR} -B ${WORK_DIR}/examples -G Ninja
     -DCMAKE_PREFIX_PATH=${prefix})
 run("build examples" ${CMAKE_COMMAND} --build ${WORK_DIR}/examples)
-foreach(example periodic_work rcu_config chunked_cleanup qsbr_reader)
+foreach(example first_look periodic_work rcu_config chunked_cleanup qsbr_reader)
   run("run example ${example}" ${WORK_DIR}/examples/${example})
 endforeach()

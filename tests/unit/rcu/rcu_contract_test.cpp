@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// Regression tests for RCU contract breaks of issue 13 (each failed before its fix):
+// Regression tests for RCU contract breaks (each failed before its fix):
 // rcu_barrier() from an online QSBR thread, rcu_barrier() from a callback or deleter, the
 // read-side nesting limit, and membarrier failing after the read side relied on it.
 #include <gtest/gtest.h>

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// fork() without exec (issue 13, item 5), after liburcu's test_urcu_fork: children forked
+// fork() without exec after liburcu's test_urcu_fork: children forked
 // while the parent's grace periods, readers and callbacks are busy must be able to
 // synchronize, retire and barrier - and so must their own children. Before the fix a child
 // never ran callbacks (rcu_barrier hung) and one forked during a grace period inherited its

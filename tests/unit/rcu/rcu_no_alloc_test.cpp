@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// No heap allocation on RCU's noexcept paths (issue 13, item 6): lock()/unlock() (including
+// No heap allocation on RCU's noexcept paths: lock()/unlock() (including
 // the first on a thread, which registers it), rcu_obj_base::retire, rcu_synchronize and
 // rcu_barrier, for every domain. This binary replaces malloc and friends (forwarding to
 // glibc's) and counts the calls the measuring thread makes while armed; armed with

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // The public surface against the C++26 draft's <rcu> synopsis ([rcu.syn],
-// [saferecl.rcu.base], [saferecl.rcu.domain.general], [saferecl.rcu.domain.func]) (issue
-// 13, item 8): code written against a standard <rcu> must compile, and behave, the same
+// [saferecl.rcu.base], [saferecl.rcu.domain.general], [saferecl.rcu.domain.func]):
+// code written against a standard <rcu> must compile, and behave, the same
 // against quiesce. Most checks are compile-time: this file not compiling is the failure.
 #include <gtest/gtest.h>
 

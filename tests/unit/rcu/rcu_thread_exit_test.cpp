@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// Readers during thread exit (issue 13, item 2): a read-side section entered in the
+// Readers during thread exit: a read-side section entered in the
 // destructor of a thread_local - one constructed before the thread's first lock() or
 // rcu_thread_online(), so destroyed after any thread_local quiesce might have used for its
 // registration - must still hold grace periods. Before the fix the thread's registration

@@ -52,7 +52,7 @@ class Faults : public scratch_dir {
   workqueue wq_{"verity_fault_test"};
 };
 
-// The case: blocks 0 and 1 were equal, block 1 is tampered with, and a hash of
+// The case: blocks 0 and 1 were equal, block 1 is tampered with, and a hash of
 // block 1 fails. What the output buffer holds then - here block 0's hash, left by the
 // block verified just before it in the same read - must not be taken for its hash.
 TEST_F(Faults, AFailedHashNeverPassesATamperedBlock) {

@@ -155,7 +155,7 @@ TEST_F(Trust, AFlippedDigestBitIsRejected) {
   EXPECT_EQ(error_of([&] { verified_file(f, wq_, pin(t)); }), 0);
 }
 
-// The attack: rewrite the data and regenerate the sidecar. A pinned digest or a
+// The attack: rewrite the data and regenerate the sidecar. A pinned digest or a
 // signature refuses it; integrity-only mode cannot tell (and says so).
 TEST_F(Trust, RewrittenDataAndSidecarAreRefusedUnderTrust) {
   const fs::path f = write("f", random_bytes(40'000, 4));

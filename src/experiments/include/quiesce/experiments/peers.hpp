@@ -41,7 +41,7 @@ struct peer_row {
   // How quiesce's median compares with the best peer's: >= 1 means at least as good
   // (throughput ours / theirs; latency and cost theirs / ours).
   double ratio() const;
-  // The goal of issue 14: at least as good as the best peer.
+  // The goal: at least as good as the best peer.
   bool meets_goal() const { return ratio() >= 1.0; }
 };
 
