@@ -268,7 +268,8 @@ TEST_F(Cli, VerityBadInputIsExit2AndWritesNothing) {
   EXPECT_EQ(run("verity digest " + file_.string() + " --salt " + std::string(66, 'a')).code, 2);
   EXPECT_EQ(run("verity digest " + file_.string() + " --block-size 3000").code, 2);
   EXPECT_EQ(run("verity digest " + file_.string() + " --block-size 32").code, 2);
-  EXPECT_EQ(run("verity verify " + file_.string() + " --integrity-only").code, 2);  // no sidecar
+  EXPECT_EQ(run("verity verify " + (dir_ / "missing").string() + " --integrity-only").code, 2);
+  EXPECT_EQ(run("verity verify " + dir_.string() + " --integrity-only").code, 2);  // a directory
   const fs::path tree = dir_ / "nodir" / "tree";
   EXPECT_NE(run("verity digest " + file_.string() + " --out-merkle-tree " + tree.string()).code, 0);
   EXPECT_FALSE(fs::exists(tree));
@@ -286,6 +287,13 @@ TEST_F(Cli, VerityVerifyFailsWithExit1NamingTheBlock) {
   const result bad = run("verity verify " + file_.string() + " --integrity-only");
   EXPECT_EQ(bad.code, 1);
   EXPECT_NE(bad.out.find("block 3 failed fs-verity verification"), std::string::npos) << bad.out;
+  // A truncated file and a missing sidecar fail the check too (fsverity's exit 1), not usage.
+  fs::resize_file(file_, 4096 * 2);
+  EXPECT_EQ(run("verity verify " + file_.string() + " --integrity-only").code, 1);
+  fs::remove(file_.string() + ".verity");
+  const result none = run("verity verify " + file_.string() + " --integrity-only");
+  EXPECT_EQ(none.code, 1);
+  EXPECT_NE(none.out.find("no fs-verity sidecar"), std::string::npos) << none.out;
 }
 
 // enable writes its sidecar through an unpredictable temporary: a symlink planted where
