@@ -220,12 +220,33 @@ keygc_comparison_result run_keygc_comparison(const keygc_config& baseline,
     keygc_result& b = base_first ? first : second;
     keygc_result& p = base_first ? second : first;
     r.per_run.push_back(compare(b, p));
+    r.baseline_variance_ms2.runs.push_back(b.combined().variance() / 1e12);
+    r.patched_variance_ms2.runs.push_back(p.combined().variance() / 1e12);
+    r.baseline_total_ms.runs.push_back(b.total_ms());
+    r.patched_total_ms.runs.push_back(p.total_ms());
     pool(base_all, std::move(b));
     pool(patched_all, std::move(p));
   }
   if (base_all) r.baseline = std::move(*base_all);
   if (patched_all) r.patched = std::move(*patched_all);
   return r;
+}
+
+std::vector<bought_row> keygc_comparison_result::bought() const {
+  return {{.seed = "000",
+           .metric = "variance of the collector's execution times, ms^2",
+           .published = "-93% (chunks of 64)",
+           .seed_way = better::lower,
+           .before = baseline_variance_ms2,
+           .after = patched_variance_ms2,
+           .note = {}},
+          {.seed = "000",
+           .metric = "total task time, ms",
+           .published = "+2.2% (the price of chunking)",
+           .seed_way = better::higher,
+           .before = baseline_total_ms,
+           .after = patched_total_ms,
+           .note = {}}};
 }
 
 std::string keygc_comparison_result::text() const {

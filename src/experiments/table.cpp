@@ -22,11 +22,13 @@ T sized(const experiment_options& o, T full, T quick, T smoke) {
 
 template <typename Result>
 experiment_output rendered(const Result& r) {
-  return {r.to_json(), r.markdown(), r.plots(), {}};
+  experiment_output out{r.to_json(), r.markdown(), r.plots(), {}, {}};
+  if constexpr (requires { r.bought(); }) out.bought = r.bought();
+  return out;
 }
 
 experiment_output skipped(const std::string& why) {
-  return {{{"skipped", why}}, "Not measured: " + why + ".\n", {}, why};
+  return {{{"skipped", why}}, "Not measured: " + why + ".\n", {}, why, {}};
 }
 
 experiment_output keygc(const experiment_options& o) {

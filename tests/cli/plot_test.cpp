@@ -13,12 +13,14 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "quiesce/experiments/plot.hpp"
+#include "quiesce/experiments/verdict.hpp"
 #include "quiesce/experiments/verity_mount_bench.hpp"
 
 namespace quiesce::experiments {
@@ -364,6 +366,26 @@ TEST_F(Plots, ReportLinksEveryPlotItDrew) {
     }
   }
   EXPECT_GE(links, 7u);
+
+  // The first section: what each patch bought, every verdict the one rule's (recomputed
+  // here from results.json's per-run figures).
+  const std::size_t summary = md.find("## What each patch bought here");
+  EXPECT_NE(summary, std::string::npos);
+  EXPECT_LT(summary, md.find("## Seed 000")) << "the summary comes first";
+  std::ifstream json_in(report / "results.json");
+  const nlohmann::json results = nlohmann::json::parse(json_in);
+  ASSERT_TRUE(results.contains("bought")) << results.dump();
+  std::set<std::string> seeds;
+  for (const nlohmann::json& row : results["bought"]) {
+    run_spread before, after;
+    before.runs = row["before"]["runs"].get<std::vector<double>>();
+    after.runs = row["after"]["runs"].get<std::vector<double>>();
+    const better way = row["seed_way"] == "lower" ? better::lower : better::higher;
+    EXPECT_EQ(row["verdict"], to_string(judge(before, after, way))) << row.dump();
+    EXPECT_NE(md.find(row["metric"].get<std::string>()), std::string::npos) << row["metric"];
+    seeds.insert(row["seed"].get<std::string>());
+  }
+  EXPECT_EQ(seeds, (std::set<std::string>{"000", "003", "004"}));
 }
 
 }  // namespace

@@ -90,12 +90,14 @@ int run_report(const report_options& opt) {
   results["not_built"] = nlohmann::json::array();
   results["failed"] = nlohmann::json::object();
 
-  std::string md = fmt::format("# quiesce report\n\nquiesce {}, {}{}.\n\n## Machine\n\n{}\n",
-                               version_string, generated_at,
-                               opt.smoke ? ", SMOKE run (smallest sizes: the figures mean nothing)"
-                               : opt.quick ? ", quick run (smaller populations)"
-                                           : "",
-                               machine.markdown());
+  const std::string head = fmt::format(
+      "# quiesce report\n\nquiesce {}, {}{}.\n\n## Machine\n\n{}\n", version_string, generated_at,
+      opt.smoke   ? ", SMOKE run (smallest sizes: the figures mean nothing)"
+      : opt.quick ? ", quick run (smaller populations)"
+                  : "",
+      machine.markdown());
+  std::string md;  // the sections after the summary, which is known only at the end
+  std::vector<bought_row> bought;
   const experiment_options eopt{
       .quick = opt.quick, .smoke = opt.smoke, .set_gc_delay = opt.set_gc_delay};
   // On a terminal, one progress line replaces the "running ..." lines.
@@ -117,6 +119,7 @@ int run_report(const report_options& opt) {
       experiment_output r = e.run(eopt);
       trace.write();
       results["experiments"][name] = std::move(r.json);
+      bought.insert(bought.end(), r.bought.begin(), r.bought.end());
       md += r.markdown + "\n";
       md += plots_markdown(opt.out, r.plots, results["failed"], name);
     } catch (const std::exception& ex) {
@@ -148,6 +151,10 @@ int run_report(const report_options& opt) {
   const double seconds = static_cast<double>(now_ns() - started) / 1e9;
   results["duration_s"] = seconds;
   md += fmt::format("---\nReport generated in {:.1f} s.\n", seconds);
+  results["bought"] = nlohmann::json::array();
+  for (const bought_row& b : bought)
+    results["bought"].push_back(b.to_json());
+  md = head + "## What each patch bought here\n\n" + bought_markdown(bought) + md;
 
   write_file_atomically(fs::path(opt.out) / "results.json", {results.dump(2), "\n"});
   write_file_atomically(fs::path(opt.out) / "report.md", {md});

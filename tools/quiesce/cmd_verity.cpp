@@ -178,20 +178,31 @@ verity::trust_policy policy_of(const verify_cli& o) {
   return t;
 }
 
+// A path the user named on the command line must be a readable regular file: else a
+// usage error (exit 2), before anything is checked. Never blocks on a FIFO.
+void require_readable_regular(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) throw usage_error(fmt::format("{}: {}", path, std::strerror(errno)));
+  struct stat st {};
+  const bool ok = ::fstat(fd, &st) == 0;
+  ::close(fd);
+  if (!ok || !S_ISREG(st.st_mode)) {
+    throw usage_error(fmt::format("{}: {}, not a regular file", path,
+                                  S_ISFIFO(st.st_mode)  ? "a FIFO"
+                                  : S_ISDIR(st.st_mode) ? "a directory"
+                                                        : "a special file"));
+  }
+}
+
 // Opens FILE under the trust the flags give, then reads it all through the verified path.
-// Exit codes as fsverity's: 2 when FILE itself cannot be read (missing, unreadable, not a
-// regular file - usage or environment); 1 when the check fails - no sidecar, a corrupt or
-// truncated sidecar or file, an untrusted digest or signature, a block that does not verify.
+// Exit codes as fsverity's: 2 when FILE (or an explicit --sidecar) cannot be read - missing,
+// unreadable, not a regular file: usage or environment; 1 when the check fails - no
+// sidecar, a corrupt or truncated sidecar or file, an untrusted digest or signature, a
+// block that does not verify.
 void run_verify(const verify_cli& o) {
   const verity::trust_policy trust = policy_of(o);
-  if (const int fd = ::open(o.file.c_str(), O_RDONLY | O_CLOEXEC); fd < 0) {
-    throw usage_error(fmt::format("{}: {}", o.file, std::strerror(errno)));
-  } else {
-    struct stat st {};
-    const bool regular = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
-    ::close(fd);
-    if (!regular) throw usage_error(fmt::format("{}: not a regular file", o.file));
-  }
+  require_readable_regular(o.file);
+  if (!o.sidecar.empty()) require_readable_regular(o.sidecar);
   workqueue wq("fsverity_read_queue", wq_options{.highpri = true});
   std::optional<verity::verified_file> v;
   try {

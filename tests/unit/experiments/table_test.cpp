@@ -62,6 +62,8 @@ TEST(ExperimentTable, SmokeRowsRenderTheirResult) {
     EXPECT_FALSE(out.markdown.empty()) << name;
     EXPECT_FALSE(out.plots.empty()) << name;
   }
+  EXPECT_FALSE(row("sanitize").run(smoke).bought.empty());
+  EXPECT_TRUE(row("sweep keygc").run(smoke).bought.empty());  // a study, not a before/after
   const experiment_output sweep = row("sweep keygc").run(smoke);
   EXPECT_EQ(sweep.json["rows"].size(), 3u) << sweep.json.dump();  // chunks 1, 32 and 1024
 }
@@ -83,6 +85,13 @@ TEST(Experiments, KeygcComparisonAtATinySize) {
   EXPECT_GT(r.baseline.executions, 0u);
   EXPECT_GT(r.patched.executions, r.baseline.executions);
   EXPECT_EQ(r.to_json()["patched"]["executions"], r.patched.executions) << r.to_json().dump();
+  // The seed's figures, one value per pair of runs on each side.
+  const std::vector<bought_row> bought = r.bought();
+  ASSERT_EQ(bought.size(), 2u);
+  EXPECT_EQ(bought[0].seed, "000");
+  EXPECT_EQ(bought[0].before.runs.size(), 1u);
+  EXPECT_EQ(bought[0].after.runs.size(), 1u);
+  EXPECT_DOUBLE_EQ(bought[1].before.median(), r.baseline.total_ms());
 }
 
 TEST(Experiments, SweepAtATinySize) {
@@ -112,6 +121,11 @@ TEST(Experiments, SanitizeComparisonAtATinySize) {
   EXPECT_GE(r.baseline().pages, 256u);
   EXPECT_LT(r.baseline().pages, 2 * 256u);
   EXPECT_GT(r.patched().waiter_ms, 0);
+  const std::vector<bought_row> bought = r.bought();
+  ASSERT_EQ(bought.size(), 2u);
+  EXPECT_EQ(bought[0].seed, "003");
+  EXPECT_EQ(bought[0].before.runs, std::vector<double>{r.baseline().waiter_ms});
+  EXPECT_EQ(bought[0].after.runs, std::vector<double>{r.patched().waiter_ms});
 }
 
 TEST(Experiments, VerityBenchAtATinySize) {
@@ -124,6 +138,10 @@ TEST(Experiments, VerityBenchAtATinySize) {
   EXPECT_GT(r.bound.bytes, 0u);
   EXPECT_GT(r.unbound.bytes, 0u);
   EXPECT_GT(r.bound.read_ns.count(), 0u);
+  const std::vector<bought_row> bought = r.bought();
+  ASSERT_EQ(bought.size(), 1u);
+  EXPECT_EQ(bought[0].before.runs, r.unbound_delay_ms.runs);  // the bug: unbound
+  EXPECT_EQ(bought[0].after.runs, r.bound_delay_ms.runs);
 }
 
 TEST(Experiments, MachineFactsAreTyped) {

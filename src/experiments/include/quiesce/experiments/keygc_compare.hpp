@@ -17,6 +17,7 @@
 #include "quiesce/experiments/keygc.hpp"
 #include "quiesce/experiments/plot.hpp"
 #include "quiesce/experiments/spread.hpp"
+#include "quiesce/experiments/verdict.hpp"
 
 namespace quiesce::experiments {
 
@@ -26,6 +27,9 @@ struct keygc_comparison_result {
   std::vector<keygc_comparison> per_run;      // each pair of runs, in order
   std::optional<kernel_keygc_result> kernel;  // the host kernel's collector, if measured
   std::string kernel_unusable;                // why it was not (empty: not asked, or measured)
+  // Per pair of runs: each side's combined execution-time variance (ms^2) and total task
+  // time (ms), the figures keygcbench prints.
+  run_spread baseline_variance_ms2, patched_variance_ms2, baseline_total_ms, patched_total_ms;
 
   keygc_comparison figures() const { return compare(baseline, patched); }  // pooled
   // Each figure over the pairs of runs.
@@ -41,6 +45,8 @@ struct keygc_comparison_result {
   // The execution-time distribution (log x) and the work-item probe's lateness over the
   // run, every collector.
   std::vector<plot_spec> plots() const;
+  // The seed's figures before -> after, per pair of runs (verdict.hpp).
+  std::vector<bought_row> bought() const;
 };
 
 // Runs `pairs` pairs of (baseline, patched), the order alternating, each run measured

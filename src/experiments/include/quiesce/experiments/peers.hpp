@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "quiesce/experiments/plot.hpp"
+#include "quiesce/experiments/verdict.hpp"
 
 namespace quiesce::experiments {
 
@@ -26,8 +27,6 @@ struct sample_set {
   double min() const;
   double max() const;
 };
-
-enum class better { higher, lower };
 
 // One metric, quiesce beside every peer measured for it.
 struct peer_row {

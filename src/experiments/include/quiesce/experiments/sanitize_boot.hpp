@@ -17,6 +17,7 @@
 #include "quiesce/experiments/keygcbench_format.hpp"
 #include "quiesce/experiments/plot.hpp"
 #include "quiesce/experiments/spread.hpp"
+#include "quiesce/experiments/verdict.hpp"
 #include "quiesce/sanitize.hpp"
 
 namespace quiesce::experiments {
@@ -81,6 +82,8 @@ struct sanitize_comparison_result {
   // The sanitizer's progress over the boot, both policies, with each attach's wait and
   // the stall reports marked.
   std::vector<plot_spec> plots() const;
+  // The seed's figures before -> after, per run (verdict.hpp).
+  std::vector<bought_row> bought() const;
 };
 
 // Runs `pairs` pairs of boots (resched, then tasks_qs, the order alternating), the same

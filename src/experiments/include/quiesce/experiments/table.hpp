@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "quiesce/experiments/plot.hpp"
+#include "quiesce/experiments/verdict.hpp"
 
 namespace quiesce::experiments {
 
@@ -33,6 +34,8 @@ struct experiment_output {
   std::vector<plot_spec> plots;  // drawn beside report.md, linked from it
   // Why it was not measured here (no /dev/fuse, a benchmark program not built), or empty.
   std::string skipped;
+  // Its rows of the report's "what each patch bought here" (none for the runtime's rows).
+  std::vector<bought_row> bought;
 };
 
 struct experiment {

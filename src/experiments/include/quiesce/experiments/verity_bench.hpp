@@ -17,6 +17,7 @@
 
 #include "quiesce/experiments/plot.hpp"
 #include "quiesce/experiments/spread.hpp"
+#include "quiesce/experiments/verdict.hpp"
 #include "quiesce/histogram.hpp"
 
 namespace quiesce::experiments {
@@ -52,6 +53,8 @@ struct verity_bench_result {
   std::string markdown() const;    // the table and the "Ours:" sentence (also the CLI's text)
   // The queue->start CDF of both queues, and the workers' time runnable per run.
   std::vector<plot_spec> plots() const;
+  // The seed's figures before -> after, per run (verdict.hpp).
+  std::vector<bought_row> bought() const;
 };
 
 // The bytes the bench writes in the temporary directory: the data and its tree.

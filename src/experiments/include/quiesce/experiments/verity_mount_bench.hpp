@@ -25,6 +25,7 @@
 
 #include "quiesce/experiments/plot.hpp"
 #include "quiesce/experiments/spread.hpp"
+#include "quiesce/experiments/verdict.hpp"
 #include "quiesce/histogram.hpp"
 #include "quiesce/mount/verity_fs.hpp"
 
@@ -83,6 +84,8 @@ struct verity_mount_bench_result {
   // verity-mount-queue-to-start and verity-mount-read (CDFs, both queues, log x) and
   // verity-mount-per-run (each run's workers' time runnable and cold start).
   std::vector<plot_spec> plots() const;
+  // The seed's figures before -> after, per run (verdict.hpp).
+  std::vector<bought_row> bought() const;
 };
 
 // Why the bench cannot run here (no usable /dev/fuse), or nullopt.
