@@ -407,10 +407,13 @@ void verity_mount::unmount() {
   fuse_session_exit(impl_->se.get());
   // Detached: the kernel ends the connection once the last open file closes, and the
   // session's threads see it (ENODEV) and return.
-  if (::umount2(impl_->mountpoint.c_str(), MNT_DETACH) == 0 ||
-      fusermount_unmount(impl_->mountpoint)) {
-    impl_->detached = true;
-  } else {
+  // Said before the detach, not after: the loop may end (ENODEV) and serve() read the
+  // flag before umount2 has even returned here - it then skipped the wait and libfuse
+  // unmounted the bare directory ("fuse: failed to unmount ...: Invalid argument").
+  impl_->detached = true;
+  if (::umount2(impl_->mountpoint.c_str(), MNT_DETACH) != 0 &&
+      !fusermount_unmount(impl_->mountpoint)) {
+    impl_->detached = false;
     log(log_level::warning,
         fmt::format("quiesce verity mount: cannot unmount {}", impl_->mountpoint.string()));
   }
