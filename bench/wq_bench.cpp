@@ -17,6 +17,7 @@
 #include <oneapi/tbb/global_control.h>
 #include <oneapi/tbb/task_arena.h>
 #include <oneapi/tbb/task_group.h>
+#include <sched.h>
 
 #include <algorithm>
 #include <atomic>
@@ -114,13 +115,26 @@ void post_from(int posters, std::int64_t total, std::atomic<std::int64_t>& done,
   wait_for_count(done, per_poster * posters);
 }
 
+// The CPUs this process may use: the peers' pools get one worker per CPU (at least 2),
+// as quiesce's unbound pool may run one per CPU of its scope - on a 2-CPU machine the
+// 2-worker pools of machine.md, on a bigger one the same rule.
+int usable_cpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (::sched_getaffinity(0, sizeof(set), &set) != 0) return 2;
+  return CPU_COUNT(&set);
+}
+int peer_workers() {
+  return std::max(2, usable_cpus());
+}
+
+// Posters: 1 and 2, then each power of two up to the usable CPUs (a bigger machine checks
+// how dispatch scales: bench_wq --benchmark_filter='^throughput_').
 void throughput_args(benchmark::internal::Benchmark* b) {
-  b->ArgName("posters")
-      ->Arg(1)
-      ->Arg(2)
-      ->Iterations(1)
-      ->Unit(benchmark::kMillisecond)
-      ->UseRealTime();
+  b->ArgName("posters")->Arg(1)->Arg(2);
+  for (int p = 4; p <= usable_cpus(); p *= 2)
+    b->Arg(p);
+  b->Iterations(1)->Unit(benchmark::kMillisecond)->UseRealTime();
 }
 
 // Work items are objects the caller owns: a ring of them per poster, each re-queued once it
@@ -170,8 +184,9 @@ BENCHMARK_CAPTURE(throughput_workqueue, unbound, quiesce::wq_options{.unbound = 
 
 void throughput_tbb(benchmark::State& state) {
   const int posters = static_cast<int>(state.range(0));
-  tbb::global_control control(tbb::global_control::max_allowed_parallelism, 2 + posters);
-  tbb::task_arena arena(2, 0);  // 2 workers, none reserved for the posters (machine.md)
+  const int workers = peer_workers();
+  tbb::global_control control(tbb::global_control::max_allowed_parallelism, workers + posters);
+  tbb::task_arena arena(workers, 0);  // none reserved for the posters (machine.md)
   std::atomic<std::int64_t> done{0};
   for (auto _ : state) {
     post_from(posters, throughput_items, done, [&](int, std::int64_t) {
@@ -184,7 +199,7 @@ BENCHMARK(throughput_tbb)->Apply(throughput_args);
 
 void throughput_asio(benchmark::State& state) {
   const int posters = static_cast<int>(state.range(0));
-  boost::asio::thread_pool pool(2);
+  boost::asio::thread_pool pool(static_cast<std::size_t>(peer_workers()));
   std::atomic<std::int64_t> done{0};
   for (auto _ : state) {
     post_from(posters, throughput_items, done, [&](int, std::int64_t) {
@@ -198,7 +213,7 @@ BENCHMARK(throughput_asio)->Apply(throughput_args);
 
 void throughput_mutex_pool(benchmark::State& state) {
   const int posters = static_cast<int>(state.range(0));
-  mutex_pool pool(2);
+  mutex_pool pool(peer_workers());
   std::atomic<std::int64_t> done{0};
   for (auto _ : state) {
     post_from(posters, throughput_items, done, [&](int, std::int64_t) {
