@@ -279,6 +279,20 @@ TEST_F(Cli, VerityBadInputIsExit2AndWritesNothing) {
 TEST_F(Cli, VerityVerifyFailsWithExit1NamingTheBlock) {
   ASSERT_EQ(run("verity enable " + file_.string()).code, 0);
   EXPECT_EQ(run("verity verify " + file_.string() + " --integrity-only").code, 0);
+  // --json: digest's array and verify's object agree on the digest.
+  const result digest = run("verity digest --json " + file_.string(), true);
+  ASSERT_EQ(digest.code, 0) << digest.out;
+  const nlohmann::json d = nlohmann::json::parse(digest.out);
+  ASSERT_EQ(d.size(), 1u);
+  EXPECT_EQ(d[0]["file"], file_.string());
+  EXPECT_EQ(d[0]["hash_alg"], "sha256");
+  EXPECT_EQ(d[0]["block_size"], 4096);
+  const result ok = run("verity verify --json " + file_.string() + " --integrity-only", true);
+  ASSERT_EQ(ok.code, 0) << ok.out;
+  const nlohmann::json v = nlohmann::json::parse(ok.out);
+  EXPECT_EQ(v["verified"], true);
+  EXPECT_EQ(v["digest"], d[0]["digest"]);
+  EXPECT_EQ(v["bytes"], 100000);
   {
     std::fstream io(file_, std::ios::binary | std::ios::in | std::ios::out);
     io.seekp(3 * 4096 + 5);
@@ -287,6 +301,11 @@ TEST_F(Cli, VerityVerifyFailsWithExit1NamingTheBlock) {
   const result bad = run("verity verify " + file_.string() + " --integrity-only");
   EXPECT_EQ(bad.code, 1);
   EXPECT_NE(bad.out.find("block 3 failed fs-verity verification"), std::string::npos) << bad.out;
+  const result bad_json = run("verity verify --json " + file_.string() + " --integrity-only", true);
+  EXPECT_EQ(bad_json.code, 1);
+  const nlohmann::json b = nlohmann::json::parse(bad_json.out);
+  EXPECT_EQ(b["verified"], false);
+  EXPECT_NE(b["error"].get<std::string>().find("block 3"), std::string::npos) << bad_json.out;
   // A truncated file and a missing sidecar fail the check too (fsverity's exit 1), not usage.
   fs::resize_file(file_, 4096 * 2);
   EXPECT_EQ(run("verity verify " + file_.string() + " --integrity-only").code, 1);

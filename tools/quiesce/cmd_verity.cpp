@@ -11,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <system_error>
 
@@ -40,6 +41,7 @@ struct digest_cli {
   bool for_builtin_sig = false;
   bool single = false;   // --single-thread: no workqueue
   bool compact = false;  // --compact: the digest's hex alone, as fsverity-utils prints it
+  bool json = false;     // --json: one array, an object per FILE
 };
 
 // A tree block of `block_size` bytes is held (and hashed) in memory: refuse sizes beyond the
@@ -64,6 +66,7 @@ void run_digest(const digest_cli& o) {
   }
   // Parallel level-0 hashing: an unbound queue, one running item per CPU.
   workqueue wq("verity_digest", wq_options{.unbound = true, .scope = affinity_scope::system});
+  nlohmann::json all = nlohmann::json::array();
   for (const std::string& file : o.files) {
     verity::merkle_tree t;
     try {
@@ -71,7 +74,14 @@ void run_digest(const digest_cli& o) {
     } catch (const std::system_error& e) {
       throw usage_error(fmt::format("can't read '{}': {}", file, e.code().message()));
     }
-    if (o.for_builtin_sig) {
+    if (o.json) {
+      all.push_back({{"file", file},
+                     {"hash_alg", verity::to_string(p.alg)},
+                     {"block_size", p.block_size},
+                     {"salt", o.salt},
+                     {"digest", verity::to_hex(verity::file_digest(t))},
+                     {"builtin_sig_message", verity::to_hex(verity::builtin_sig_message(t))}});
+    } else if (o.for_builtin_sig) {
       fmt::print("{} {}\n", verity::to_hex(verity::builtin_sig_message(t)), file);
     } else if (o.compact) {
       fmt::print("{}\n", verity::to_hex(verity::file_digest(t)));
@@ -90,6 +100,7 @@ void run_digest(const digest_cli& o) {
           {std::string_view(reinterpret_cast<const char*>(desc.data()), desc.size())});
     }
   }
+  if (o.json) fmt::print("{}\n", all.dump(2));
 }
 
 struct enable_cli {
@@ -154,6 +165,7 @@ struct verify_cli {
   std::vector<std::string> certs;  // --cert FILE, repeatable
   bool require_signatures = false;
   bool integrity_only = false;
+  bool json = false;  // --json: one object, {"verified": false, "error"} when the check fails
 };
 
 // The trust policy the flags ask for; a usage error if they ask for nothing.
@@ -199,7 +211,7 @@ void require_readable_regular(const std::string& path) {
 // unreadable, not a regular file: usage or environment; 1 when the check fails - no
 // sidecar, a corrupt or truncated sidecar or file, an untrusted digest or signature, a
 // block that does not verify.
-void run_verify(const verify_cli& o) {
+void verify_file(const verify_cli& o) {
   const verity::trust_policy trust = policy_of(o);
   require_readable_regular(o.file);
   if (!o.sidecar.empty()) require_readable_regular(o.sidecar);
@@ -224,8 +236,36 @@ void run_verify(const verify_cli& o) {
   if (r.digest_matched) how = "digest trusted";
   if (r.signature_verified) how += (how.empty() ? "" : ", ") + ("signed by " + r.signer);
   if (how.empty()) how = "integrity only, not authenticated";
+  if (o.json) {
+    fmt::print("{}\n", nlohmann::json{{"file", o.file},
+                                      {"verified", true},
+                                      {"hash_alg", verity::to_string(v->tree().p.alg)},
+                                      {"digest", verity::to_hex(v->digest())},
+                                      {"bytes", total},
+                                      {"digest_matched", r.digest_matched},
+                                      {"signature_verified", r.signature_verified},
+                                      {"signer", r.signer}}
+                           .dump(2));
+    return;
+  }
   fmt::print("{}:{} {}: verified {} bytes ({})\n", verity::to_string(v->tree().p.alg),
              verity::to_hex(v->digest()), o.file, total, how);
+}
+
+// With --json a failed check is an object on stdout too (and still exit 1).
+void run_verify(const verify_cli& o) {
+  try {
+    verify_file(o);
+  } catch (const usage_error&) {
+    throw;
+  } catch (const std::runtime_error& e) {
+    if (o.json) {
+      fmt::print(
+          "{}\n",
+          nlohmann::json{{"file", o.file}, {"verified", false}, {"error", e.what()}}.dump(2));
+    }
+    throw;
+  }
 }
 
 // ---- verity bench: seed 004's experiment (quiesce/experiments/verity_bench.hpp) ----
@@ -314,6 +354,9 @@ void add_verity_command(CLI::App& app) {
                    "Print only the digest's hex, as `fsverity digest --compact`");
   digest->add_flag("--single-thread", o->single,
                    "Hash on this thread only (default: level 0 in parallel on a workqueue)");
+  digest->add_flag("--json", o->json,
+                   "One JSON array on stdout: per FILE its digest, parameters and the message "
+                   "a built-in signature signs");
   digest->callback([o] { run_digest(*o); });
 
   auto e = std::make_shared<enable_cli>();
@@ -348,6 +391,9 @@ void add_verity_command(CLI::App& app) {
   verify->add_flag("--integrity-only", v->integrity_only,
                    "Trust nothing: check FILE against its own sidecar (detects corruption, "
                    "not tampering)");
+  verify->add_flag("--json", v->json,
+                   "One JSON object on stdout: what was verified and how it was trusted, or "
+                   "\"verified\": false and the error (exit 1 still)");
   verify->callback([v] { run_verify(*v); });
 
   auto m = std::make_shared<mount_cli>();
