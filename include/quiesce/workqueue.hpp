@@ -97,7 +97,12 @@ struct wq_options {
 
 // A work item. Not copyable or movable (queues link it in place); it must outlive every
 // queueing of it: destroying an item that is pending or running aborts the process with a
-// message naming it, as the kernel's debugobjects would report it.
+// message naming it, as the kernel's debugobjects would report it - except from its own
+// function: as the kernel lets a work function free its work_struct, an item may destroy
+// itself (`delete &self`, or its owner freed) as its function's last action, and the
+// runtime does not touch it after the function returns (flush() and cancel_sync() of it
+// from elsewhere are then the caller's race, as in the kernel). Destroying it after its
+// function queued it again aborts.
 //
 // An item is used with one workqueue at a time (queueing it on a second workqueue while
 // it is pending or running on the first is a bug, as in the kernel).

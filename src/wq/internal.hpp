@@ -138,6 +138,11 @@ struct wq_access {
   static wq_impl& impl(workqueue& wq) noexcept { return *wq.impl_; }
 };
 
+// Called by ~work() on a worker running that very item from its own function: the worker
+// must not touch the item once the function returns. False if the calling thread is not
+// running `w` (then the destructor's usual rules apply).
+bool note_running_item_destroyed(const work& w) noexcept;
+
 // The runtime state of `w` (quiesce/detail/work_state.hpp).
 inline work_state& state_of(work& w) noexcept {
   return wq_access::state(w);
@@ -304,6 +309,9 @@ struct worker {
   // W: true while the worker runs a user function (outside the pool lock), so that a
   // voluntary block knows it blocks an item and not the worker's own idle sleep.
   bool in_function = false;
+  // W: the item running now destroyed itself from its own function (the kernel lets a
+  // work function free its work_struct): after the function the worker does not touch it.
+  bool item_destroyed = false;
 
   // D (under L(pool)): the watchdog's CPU-hog bookkeeping.
   std::uint64_t wd_seen_seq QUIESCE_GUARDED_BY(pool->lock) = 0;

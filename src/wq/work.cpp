@@ -65,6 +65,15 @@ work::~work() {
     return (state_.flags.load(std::memory_order_seq_cst) & detail::work_pending) ||
            state_.running_id.load(std::memory_order_seq_cst) != 0;
   };
+  // Destroyed by its own function (delete this, or its owner freed from it) - the
+  // kernel's kfree() of a work_struct from its work function: the worker will not touch
+  // it again. Only a re-queued instance (pending again) would be lost: that is a bug.
+  if (detail::note_running_item_destroyed(*this)) {
+    if (state_.flags.load(std::memory_order_seq_cst) & detail::work_pending) {
+      detail::die("BUG: work %s destroyed by its own function while queued again", name_.c_str());
+    }
+    return;
+  }
   // At exit (a static item destroyed while its last instance runs or is being dropped),
   // wait for that instance: nothing can queue it any more.
   if (busy() && detail::process_exiting() && current_work() != this) cancel_sync();

@@ -156,20 +156,22 @@ void setup_worker_thread(worker& w) {
   w.sched = std::move(sched);
 }
 
-void report_exception(const wq_impl& wq, const work& item, const char* what) {
-  log(log_level::err, fmt::format("workqueue {}: work {} threw: {}", wq.name, item.name(), what));
+// `name`: the item's interned name (the item may have destroyed itself before throwing).
+void report_exception(const wq_impl& wq, const char* name, const char* what) {
+  log(log_level::err, fmt::format("workqueue {}: work {} threw: {}", wq.name, name, what));
 }
 
 // Trace events carry now_ns() (the trace's clock), read only when tracing is on.
-void trace_execute(work& item, pwq& q, bool start) {
+// Takes the item's address and interned name, never the item: at the end it may be gone.
+void trace_execute(const work* item, const char* name, pwq& q, bool start) {
   if (!trace::enabled()) return;
   trace::event e{.ts_ns = now_ns(),
                  .name = start ? trace::workqueue_execute_start : trace::workqueue_execute_end,
                  .category = "workqueue",
                  .str_key = "function",
-                 .str_val = state_of(item).trace_name,
+                 .str_val = name,
                  .num_key = "work",
-                 .num_val = reinterpret_cast<std::uintptr_t>(&item),
+                 .num_val = reinterpret_cast<std::uintptr_t>(item),
                  .ph = start ? trace::phase::begin : trace::phase::end};
   if (start) {
     e.str2_key = "workqueue";
@@ -186,7 +188,7 @@ void trace_execute(work& item, pwq& q, bool start) {
 }
 
 // The user function, with the pool lock released; exceptions are caught and reported.
-bool run_function(worker& w, work& item, pwq& q) {
+bool run_function(worker& w, work& item, const char* name, pwq& q) {
   w.in_function = true;
   bool threw = false;
   try {
@@ -194,11 +196,11 @@ bool run_function(worker& w, work& item, pwq& q) {
   } catch (const std::exception& e) {
     threw = true;
     w.in_function = false;
-    report_exception(*q.wq, item, e.what());
+    report_exception(*q.wq, name, e.what());
   } catch (...) {
     threw = true;
     w.in_function = false;
-    report_exception(*q.wq, item, "an exception not derived from std::exception");
+    report_exception(*q.wq, name, "an exception not derived from std::exception");
   }
   w.in_function = false;
   return threw;
@@ -251,11 +253,17 @@ void process_one_work(pool& p, worker& w, work& item, unique_lock& lk) QUIESCE_R
   };
   if (!mutant::clear_pending_after_run) clear_pending();
 
-  trace_execute(item, q, /*start=*/true);
-  const bool threw = unlocked(lk, [&] { return run_function(w, item, q); });
+  const char* const name = state_of(item).trace_name;
+  trace_execute(&item, name, q, /*start=*/true);
+  w.item_destroyed = false;
+  const bool threw = unlocked(lk, [&] { return run_function(w, item, name, q); });
   const std::uint64_t end = stat_ns();
-  trace_execute(item, q, /*start=*/false);
-  if (mutant::clear_pending_after_run) clear_pending();
+  // The function may have destroyed the item (~work told us): from here on only its
+  // address and name are used, and nothing of it is written.
+  const bool destroyed = w.item_destroyed;
+  w.item_destroyed = false;
+  trace_execute(&item, name, q, /*start=*/false);
+  if (mutant::clear_pending_after_run && !destroyed) clear_pending();
 
   q.run_ns.record(end - start);
   ++q.executed;
@@ -266,9 +274,11 @@ void process_one_work(pool& p, worker& w, work& item, unique_lock& lk) QUIESCE_R
   w.block_depth = 0;
   w.found_asleep = false;
   update_count_locked(w);
-  state_of(item).current_worker = nullptr;
-  // Last touch of the item: after this a flusher may return and the owner destroy it.
-  state_of(item).running_id.store(0, std::memory_order_seq_cst);
+  if (!destroyed) {
+    state_of(item).current_worker = nullptr;
+    // Last touch of the item: after this a flusher may return and the owner destroy it.
+    state_of(item).running_id.store(0, std::memory_order_seq_cst);
+  }
   end_queued_instance_locked(q, color, active, lk);
 }
 
@@ -443,5 +453,17 @@ void set_worker_idle_timeout(std::chrono::nanoseconds timeout) {
 work* current_work() noexcept QUIESCE_NO_THREAD_SAFETY_ANALYSIS {
   return tls_worker ? tls_worker->current : nullptr;
 }
+
+namespace detail {
+
+// Only the worker's own thread reads `current` here, and only while in its item's function
+// (which the pool lock does not cover): the analysis cannot see that.
+bool note_running_item_destroyed(const work& w) noexcept QUIESCE_NO_THREAD_SAFETY_ANALYSIS {
+  if (!tls_worker || !tls_worker->in_function || tls_worker->current != &w) return false;
+  tls_worker->item_destroyed = true;
+  return true;
+}
+
+}  // namespace detail
 
 }  // namespace quiesce
