@@ -182,6 +182,24 @@ BENCHMARK_CAPTURE(throughput_workqueue, bound, quiesce::wq_options{})->Apply(thr
 BENCHMARK_CAPTURE(throughput_workqueue, unbound, quiesce::wq_options{.unbound = true})
     ->Apply(throughput_args);
 
+// The same items as fire-and-forget lambdas: workqueue::post (a node from the per-CPU free
+// lists, the lambda held in it), as Asio's post and TBB's enqueue below take them.
+void throughput_post(benchmark::State& state, quiesce::wq_options options) {
+  const int posters = static_cast<int>(state.range(0));
+  quiesce::workqueue wq("bench_post", options);
+  std::atomic<std::int64_t> done{0};
+  for (auto _ : state) {
+    post_from(posters, throughput_items, done, [&](int, std::int64_t) {
+      wq.post([&done] { done.fetch_add(1, std::memory_order_relaxed); });
+    });
+  }
+  wq.flush();
+  state.SetItemsProcessed(state.iterations() * throughput_items);
+}
+BENCHMARK_CAPTURE(throughput_post, bound, quiesce::wq_options{})->Apply(throughput_args);
+BENCHMARK_CAPTURE(throughput_post, unbound, quiesce::wq_options{.unbound = true})
+    ->Apply(throughput_args);
+
 void throughput_tbb(benchmark::State& state) {
   const int posters = static_cast<int>(state.range(0));
   const int workers = peer_workers();

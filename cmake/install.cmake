@@ -9,7 +9,11 @@ install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/quiesce
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(FILES ${PROJECT_BINARY_DIR}/generated/include/quiesce/version.hpp
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/quiesce)
-install(TARGETS quiesce quiesce_keys quiesce_sanitize quiesce_verity EXPORT quiesceTargets
+set(_installed_libraries quiesce quiesce_keys quiesce_sanitize quiesce_verity)
+if(TARGET quiesce_shared)
+  list(APPEND _installed_libraries quiesce_shared)  # libquiesce.so.0 beside libquiesce.a
+endif()
+install(TARGETS ${_installed_libraries} EXPORT quiesceTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
         RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})

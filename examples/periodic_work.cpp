@@ -17,10 +17,10 @@ using namespace std::chrono_literals;
 int main() {
   quiesce::workqueue wq("stats_flush", {});
   std::atomic<int> ticks{0};
-  quiesce::delayed_work tick("stats_tick", [&](quiesce::work& self) {
+  quiesce::delayed_work tick("stats_tick", [&](quiesce::delayed_work& self) {
     ticks.fetch_add(1);
     // Re-arm: the next tick in 5 ms. (Refused while cancel_sync() waits.)
-    wq.mod_delayed(static_cast<quiesce::delayed_work&>(self), 5ms);
+    wq.mod_delayed(self, 5ms);
   });
 
   wq.queue_delayed(tick, 5ms);

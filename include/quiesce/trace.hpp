@@ -82,6 +82,8 @@ void set_ring_capacity(std::size_t events);
 // Returns a pointer to a process-lifetime copy of `s` (same pointer for equal strings).
 // Takes a lock: call it at setup (e.g. when a work item is named), not per event.
 const char* intern(std::string_view s);
+// The same copy, as a string.
+const std::string& intern_string(std::string_view s);
 
 // Every event currently held by any ring, oldest first (by timestamp). Safe while other
 // threads emit; events overwritten during the copy are skipped, never torn.

@@ -65,10 +65,16 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <future>
 #include <memory>
+#include <stdexcept>
 #include <string>
+#include <string_view>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
+#include "quiesce/detail/work_fn.hpp"
 #include "quiesce/detail/work_state.hpp"
 #include "quiesce/histogram.hpp"
 #include "quiesce/rcu.hpp"
@@ -78,11 +84,68 @@
 namespace quiesce {
 
 class work;
+class delayed_work;
 class workqueue;
 
 namespace detail {
 struct wq_access;
 struct wq_impl;
+
+// A callable a work item of type Item can hold (invocable with the item).
+template <class F, class Item>
+concept item_function = std::is_invocable_v<std::decay_t<F>&, Item&>;
+
+// The name, interned for the life of the process, of an item whose function is `fn`: the
+// function's symbol or the callable's type (src/wq/work.cpp). Throws std::invalid_argument
+// if `fn` is empty.
+const std::string& name_of_function(const work_fn<work>& fn);
+// `name`, interned; throws std::invalid_argument if `fn` is empty.
+const std::string& name_item(std::string_view name, const work_fn<work>& fn);
+
+// workqueue::post's nodes (src/wq/post.cpp).
+struct posted_tag {};
+// Memory for one posted item, from the calling CPU's free list. Throws std::logic_error in
+// a forked child (as every workqueue call there does, `what` naming the call), or
+// std::bad_alloc.
+void* posted_alloc(const char* what);
+// Destroys a posted item (from its own function, or when it was not queued) and returns
+// its memory to the calling CPU's free list.
+void posted_destroy(work& node) noexcept;
+// Returns memory from posted_alloc that holds no item (its construction threw).
+void posted_free(void* memory) noexcept;
+// Queues a posted item; if the queue refuses it (false) or the call throws, destroys it.
+bool posted_queue(workqueue& wq, int cpu, delayed_work& node, std::chrono::nanoseconds delay);
+// The name of items posted with a callable of type `type`, interned.
+const std::string& posted_name(const std::type_info& type);
+template <class F>
+const std::string& posted_name_of() {
+  static const std::string& name = posted_name(typeid(F));
+  return name;
+}
+
+// What a posted item runs: the user's callable, then the item's own destruction (also when
+// the callable throws). The item is named after the callable.
+template <class F>
+struct posted_call {
+  F fn;
+  void operator()(work& self) {
+    struct destroy_after {
+      work& self;
+      ~destroy_after() { posted_destroy(self); }
+    } done{self};
+    std::invoke(fn);
+  }
+  callable_identity identity() const noexcept { return identity_of(fn); }
+};
+
+// What a delayed item runs: the user's callable, given the item as a delayed_work.
+template <class F>
+struct delayed_call {
+  F fn;
+  void operator()(work& self);  // below, once delayed_work is complete
+  callable_identity identity() const noexcept { return identity_of(fn); }
+  explicit operator bool() const noexcept { return !is_empty_callable(fn); }
+};
 }  // namespace detail
 
 // How a workqueue runs its items (the kernel's WQ_* flags and max_active).
@@ -106,13 +169,27 @@ struct wq_options {
 //
 // An item is used with one workqueue at a time (queueing it on a second workqueue while
 // it is pending or running on the first is a bug, as in the kernel).
+//
+// The function is any callable invocable as fn(work&) - a plain function, a lambda, a
+// std::function, or a move-only one (a lambda capturing a unique_ptr). It is held inside
+// the item when it takes at most 48 bytes (a lambda capturing six pointers), else on the
+// heap; it is destroyed with the item. An empty one (a null pointer, an empty
+// std::function) throws std::invalid_argument.
 class work {
  public:
   // The item's name (for stats, traces and watchdog reports) is the demangled name of the
   // function where it can be found (a plain function), else of the callable's type.
-  explicit work(std::function<void(work&)> fn);
+  template <detail::item_function<work> F>
+  explicit work(F&& fn) : fn_(std::forward<F>(fn)), name_(&detail::name_of_function(fn_)),
+                          state_(name_->c_str()) {}
   // An explicit name, e.g. "key_garbage_collector".
-  work(std::string name, std::function<void(work&)> fn);
+  template <detail::item_function<work> F>
+  work(std::string_view name, F&& fn)
+      : fn_(std::forward<F>(fn)), name_(&detail::name_item(name, fn_)), state_(name_->c_str()) {}
+  // For workqueue::post: `name` is interned already.
+  template <class F>
+  work(detail::posted_tag, const std::string& name, F&& fn)
+      : fn_(std::forward<F>(fn)), name_(&name), state_(name.c_str()) {}
   work(const work&) = delete;
   work& operator=(const work&) = delete;
   virtual ~work();
@@ -133,27 +210,43 @@ class work {
   // calls may wait at once; the item is enabled again when the last returns.
   bool cancel_sync();
 
-  const std::string& name() const noexcept { return name_; }
+  const std::string& name() const noexcept { return *name_; }
 
  private:
   friend struct detail::wq_access;
 
   // The kernel's work_struct is a function, a data word and a list entry; here the last
   // two (and the pool's bookkeeping for an instance) are one detail::work_state.
-  std::function<void(work&)> fn_;  // I
-  std::string name_;               // I
-  detail::work_state state_;       // see quiesce/detail/work_state.hpp
+  detail::work_fn<work> fn_;  // I
+  const std::string* name_;   // I: interned, lives as long as the process
+  detail::work_state state_;  // see quiesce/detail/work_state.hpp
 };
 
 // A work item that can be queued after a delay. One timer thread serves the whole process.
+// Its function is given the item as a delayed_work, so that periodic work re-arms itself
+// with wq.mod_delayed(self, period) (a function taking work& is accepted too).
 class delayed_work : public work {
  public:
-  using work::work;
+  template <detail::item_function<delayed_work> F>
+  explicit delayed_work(F&& fn)
+      : work(detail::delayed_call<std::decay_t<F>>{std::forward<F>(fn)}) {}
+  template <detail::item_function<delayed_work> F>
+  delayed_work(std::string_view name, F&& fn)
+      : work(name, detail::delayed_call<std::decay_t<F>>{std::forward<F>(fn)}) {}
+  template <class F>
+  delayed_work(detail::posted_tag tag, const std::string& name, F&& fn)
+      : work(tag, name, std::forward<F>(fn)) {}
 };
+
+template <class F>
+void detail::delayed_call<F>::operator()(work& self) {
+  std::invoke(fn, static_cast<delayed_work&>(self));
+}
 
 // Counters and latency histograms of one workqueue (all pools it uses).
 struct wq_stats {
   std::string name;
+  bool unbound = false;           // wq_options::unbound
   std::uint64_t queued = 0;       // queue() calls that returned true (incl. delayed, on firing)
   std::uint64_t executed = 0;     // executions finished
   std::uint64_t cancelled = 0;    // pending instances removed by cancel
@@ -218,6 +311,53 @@ class workqueue {
   // -ENOENT becomes true).
   bool mod_delayed(delayed_work& w, std::chrono::nanoseconds delay);
 
+  // Fire and forget: runs `fn()` once, as a work item of its own that this queue creates,
+  // queues (as queue(), queue_on() and queue_delayed() would) and destroys after `fn`
+  // returns or throws (a throw is counted and reported as any item's). `fn` may be
+  // move-only; it is moved into the item (held in place up to 48 bytes) and destroyed with
+  // it. The item's memory comes from a free list per CPU (nodes a worker frees go back to
+  // its CPU's list; a thread's cached nodes return to them when it exits): a post allocates
+  // nothing once the lists hold as many nodes as were ever in flight at once, and memory
+  // taken for nodes is kept for reuse, not returned to the system.
+  // Returns false, destroying `fn` unrun, if the queue refuses new work (draining and the
+  // caller is not one of its items, or the process is exiting). Items posted and still
+  // queued at process exit are dropped without running or destroying `fn` (exit rules).
+  // The item is named after fn's type in stats, traces and watchdog reports; it cannot be
+  // cancelled or flushed on its own - flush() or drain() the queue.
+  // Throws as the queue call would (std::invalid_argument for a cpu or delay it refuses,
+  // std::logic_error in a forked child), std::invalid_argument for an empty `fn`, or
+  // std::bad_alloc; `fn` is destroyed then too.
+  template <class F>
+    requires std::is_invocable_v<std::decay_t<F>&>
+  bool post(F&& fn) {
+    return post_as(-1, std::chrono::nanoseconds::zero(), std::forward<F>(fn));
+  }
+  template <class F>
+    requires std::is_invocable_v<std::decay_t<F>&>
+  bool post_on(int cpu, F&& fn) {
+    return post_as(cpu, std::chrono::nanoseconds::zero(), std::forward<F>(fn));
+  }
+  template <class F>
+    requires std::is_invocable_v<std::decay_t<F>&>
+  bool post_delayed(F&& fn, std::chrono::nanoseconds delay) {
+    return post_as(-1, delay, std::forward<F>(fn));
+  }
+
+  // post(), with a result: the returned future holds fn's value or the exception it threw.
+  // If the queue refuses the item, or it is dropped at exit, the future's get() throws
+  // std::future_error (broken_promise). Waiting on the future from a work item of a
+  // per-CPU queue does not release the CPU to the pool's other items: wait inside a
+  // may_block scope, or chain the next step as another item. (A std::future, not a new
+  // type: it is what C++ users already wait on, and its shared state is one allocation.)
+  template <class F>
+    requires std::is_invocable_v<std::decay_t<F>&>
+  auto submit(F&& fn) -> std::future<std::invoke_result_t<std::decay_t<F>&>> {
+    std::packaged_task<std::invoke_result_t<std::decay_t<F>&>()> task(std::forward<F>(fn));
+    auto result = task.get_future();
+    post(std::move(task));
+    return result;
+  }
+
   // Waits until every item queued before the call has finished; items queued after the
   // call are not waited for. Must not be called from this queue's own items.
   void flush();
@@ -239,6 +379,23 @@ class workqueue {
 
  private:
   friend struct detail::wq_access;
+
+  template <class F>
+  bool post_as(int cpu, std::chrono::nanoseconds delay, F&& fn) {
+    using D = std::decay_t<F>;
+    if (detail::is_empty_callable(fn)) throw std::invalid_argument("fn: nothing to post");
+    void* memory = detail::posted_alloc("workqueue::post");
+    delayed_work* node = nullptr;
+    try {
+      node = ::new (memory) delayed_work(detail::posted_tag{}, detail::posted_name_of<D>(),
+                                         detail::posted_call<D>{std::forward<F>(fn)});
+    } catch (...) {
+      detail::posted_free(memory);
+      throw;
+    }
+    return detail::posted_queue(*this, cpu, *node, delay);
+  }
+
   // Owned: deleted by the destructor, except at process exit, when running items may still
   // reach it through this object, so the destructor leaves it (and this pointer) untouched.
   // (Not a unique_ptr: its destructor would write the pointer those items read.)
@@ -270,6 +427,11 @@ class may_block {
 
 // The pools that exist now.
 std::vector<pool_info> worker_pools();
+
+// The stats of every workqueue alive now (constructed, not yet destroyed; the system
+// queues once first used), in the order they were created - what the kernel's
+// tools/workqueue/wq_monitor.py lists. Throws std::logic_error in a forked child.
+std::vector<wq_stats> all_workqueue_stats();
 
 // How long an idle worker is kept before it may be culled (kernel: IDLE_WORKER_TIMEOUT,
 // 300 s). Workers are culled only while too many are idle: nr_idle > 2 and

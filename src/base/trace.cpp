@@ -163,10 +163,14 @@ void set_ring_capacity(std::size_t events) {
   r.capacity = events;
 }
 
-const char* intern(std::string_view s) {
+const std::string& intern_string(std::string_view s) {
   registry& r = reg();
   quiesce::detail::lock_guard guard(r.lock);
-  return r.interned.emplace(s).first->c_str();
+  return *r.interned.emplace(s).first;  // a node of the set: never moves
+}
+
+const char* intern(std::string_view s) {
+  return intern_string(s).c_str();
 }
 
 namespace {

@@ -112,6 +112,22 @@ std::vector<row_spec> row_specs() {
          {wq("oneTBB", "throughput_tbb" + suffix), wq("Boost.Asio", "throughput_asio" + suffix),
           wq("mutex+condvar", "throughput_mutex_pool" + suffix)}});
   }
+  // The same through workqueue::post: a lambda per item, as Asio's post and TBB's enqueue.
+  for (const int posters : {1, 2}) {
+    const std::string suffix = fmt::format("/posters:{}", posters);
+    const std::string from = posters == 1 ? "one thread" : "two threads";
+    for (const char* queue : {"bound", "unbound"}) {
+      rows.push_back({fmt::format("1M posted lambdas from {}, {}", from, queue),
+                      "M items/s",
+                      better::higher,
+                      "items_per_second",
+                      1e-6,
+                      wq("quiesce", fmt::format("throughput_post/{}{}", queue, suffix)),
+                      {wq("oneTBB", "throughput_tbb" + suffix),
+                       wq("Boost.Asio", "throughput_asio" + suffix),
+                       wq("mutex+condvar", "throughput_mutex_pool" + suffix)}});
+    }
+  }
   for (const char* queue : {"bound", "unbound"}) {
     for (const char* pct : {"p50", "p99"}) {
       rows.push_back({fmt::format("post -> start, idle pool, {}, {}", pct, queue),

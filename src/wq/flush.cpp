@@ -112,7 +112,7 @@ bool grab_pending(work& item, bool count_cancel) {
 bool work::flush() {
   detail::refuse_in_forked_child("work::flush");
   if (current_work() == this) {
-    throw std::logic_error("work::flush: " + name_ + " would wait for itself");
+    throw std::logic_error("work::flush: " + *name_ + " would wait for itself");
   }
   // A delayed item still on its timer is queued now, as the kernel's flush_delayed_work.
   detail::wq_impl* wq = nullptr;
@@ -145,7 +145,7 @@ bool work::cancel() {
 bool work::cancel_sync() {
   detail::refuse_in_forked_child("work::cancel_sync");
   if (current_work() == this) {
-    throw std::logic_error("work::cancel_sync: " + name_ + " would wait for itself");
+    throw std::logic_error("work::cancel_sync: " + *name_ + " would wait for itself");
   }
   // Disabled while we wait: queueing it (also from its own function) is refused, so a
   // self-re-arming item cannot keep us waiting (kernel 6.10: disable_work).

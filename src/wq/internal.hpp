@@ -87,6 +87,10 @@ inline constexpr bool wake_not_sent = QUIESCE_MUTANT(WAKE_NOT_SENT);
 inline constexpr bool exit_runs_queued = QUIESCE_MUTANT(EXIT_RUNS_QUEUED);
 // drain's zero test reads slot by slot, once
 inline constexpr bool instance_count_one_pass = QUIESCE_MUTANT(INSTANCE_COUNT_ONE_PASS);
+// post's free list hands out a node it keeps listed
+inline constexpr bool post_node_handed_out_twice = QUIESCE_MUTANT(POST_NODE_HANDED_OUT_TWICE);
+// a posted item the queue refused is never destroyed
+inline constexpr bool post_refused_kept = QUIESCE_MUTANT(POST_REFUSED_KEPT);
 }  // namespace mutant
 
 // ---- work_state::flags ----------------------------------------------------------------------

@@ -29,34 +29,39 @@ std::string demangle(const char* mangled) {
 // The kernel prints work functions with %ps: the symbol name. For a plain function we find
 // its symbol (exported functions; others need -rdynamic); otherwise we name the callable's
 // type, which for a lambda says where it was written.
-std::string callable_name(const std::function<void(work&)>& fn) {
-  using fn_ptr = void (*)(work&);
-  if (const fn_ptr* fp = fn.target<fn_ptr>()) {
+std::string callable_name(const callable_identity& id) {
+  if (id.plain != nullptr) {
     Dl_info info{};
-    if (dladdr(reinterpret_cast<void*>(*fp), &info) != 0 && info.dli_sname) {
+    if (dladdr(reinterpret_cast<void*>(id.plain), &info) != 0 && info.dli_sname) {
       std::string name = demangle(info.dli_sname);
       if (const auto paren = name.find('('); paren != std::string::npos) name.resize(paren);
       return name;
     }
   }
-  return demangle(fn.target_type().name());
+  return demangle(id.type->name());
+}
+
+void check_callable(const work_fn<work>& fn) {
+  if (fn.empty()) throw std::invalid_argument("fn: a work item needs a function");
 }
 
 }  // namespace
 
+const std::string& name_of_function(const work_fn<work>& fn) {
+  check_callable(fn);
+  return trace::intern_string(callable_name(fn.identity()));
+}
+
+const std::string& name_item(std::string_view name, const work_fn<work>& fn) {
+  check_callable(fn);
+  return trace::intern_string(name);
+}
+
+const std::string& posted_name(const std::type_info& type) {
+  return trace::intern_string(demangle(type.name()));
+}
+
 }  // namespace detail
-
-work::work(std::function<void(work&)> fn)
-    : fn_(std::move(fn)),
-      name_(fn_ ? detail::callable_name(fn_) : std::string()),
-      state_(trace::intern(name_)) {
-  if (!fn_) throw std::invalid_argument("fn: a work item needs a function");
-}
-
-work::work(std::string name, std::function<void(work&)> fn)
-    : fn_(std::move(fn)), name_(std::move(name)), state_(trace::intern(name_)) {
-  if (!fn_) throw std::invalid_argument("fn: a work item needs a function");
-}
 
 work::~work() {
   // In a fork child no worker runs it and no queue can take it: its state is the parent's.
@@ -70,7 +75,7 @@ work::~work() {
   // it again. Only a re-queued instance (pending again) would be lost: that is a bug.
   if (detail::note_running_item_destroyed(*this)) {
     if (state_.flags.load(std::memory_order_seq_cst) & detail::work_pending) {
-      detail::die("BUG: work %s destroyed by its own function while queued again", name_.c_str());
+      detail::die("BUG: work %s destroyed by its own function while queued again", name_->c_str());
     }
     return;
   }
@@ -79,7 +84,7 @@ work::~work() {
   if (busy() && detail::process_exiting() && current_work() != this) cancel_sync();
   if (busy()) {
     const bool pending = state_.flags.load(std::memory_order_seq_cst) & detail::work_pending;
-    detail::die("BUG: work %s destroyed while %s", name_.c_str(), pending ? "pending" : "running");
+    detail::die("BUG: work %s destroyed while %s", name_->c_str(), pending ? "pending" : "running");
   }
 }
 

@@ -151,22 +151,63 @@ std::string checked_name(std::string name) {
 }
 }  // namespace
 
+namespace {
+
+// Every queue alive (constructed and not yet destroyed), for all_workqueue_stats(). Lock
+// order: this lock, then pool and domain locks (stats_of); nothing takes it under them.
+struct live_queues {
+  detail::mutex lock;
+  std::vector<const detail::wq_impl*> queues QUIESCE_GUARDED_BY(lock);
+};
+live_queues& live() {
+  static detail::never_destroyed<live_queues> l;
+  return l.get();
+}
+
+wq_stats stats_of(const detail::wq_impl& wq);
+
+}  // namespace
+
 workqueue::workqueue(std::string name, wq_options options)
     : impl_(std::make_unique<detail::wq_impl>(checked_name(std::move(name)), options).release()) {
+  try {
+    live_queues& l = live();
+    detail::lock_guard guard(l.lock);
+    l.queues.push_back(impl_);
+  } catch (...) {
+    delete impl_;  // a constructor that throws runs no destructor
+    throw;
+  }
   detail::number_queue(*impl_);  // the last step: construction has completed
 }
 
 workqueue::~workqueue() {
   if (impl_->system) return;
   if (detail::in_forked_child()) return;  // no worker here: nothing to drain, nothing freed
+  const auto forget = [this] {
+    live_queues& l = live();
+    detail::lock_guard guard(l.lock);
+    std::erase(l.queues, impl_);
+  };
   // At exit nothing waits for user code: what is queued is being dropped, and a running
   // item may be waiting for a static object destroyed after us. The queue's state stays.
   if (detail::process_exiting()) {
+    forget();
     detail::keep_until_exit(impl_);
     return;
   }
   drain();
+  forget();  // its stats were listed while it drained
   delete impl_;
+}
+
+std::vector<wq_stats> all_workqueue_stats() {
+  detail::refuse_in_forked_child("all_workqueue_stats");
+  std::vector<wq_stats> all;
+  live_queues& l = live();
+  detail::lock_guard guard(l.lock);
+  for (const detail::wq_impl* wq : l.queues) all.push_back(stats_of(*wq));
+  return all;
 }
 
 const std::string& workqueue::name() const noexcept {
@@ -180,15 +221,22 @@ bool workqueue::in_own_item() const noexcept {
 }
 
 wq_stats workqueue::stats() const {
+  return stats_of(*impl_);
+}
+
+namespace {
+
+wq_stats stats_of(const detail::wq_impl& wq) {
   wq_stats s;
-  s.name = impl_->name;
-  s.cancelled = impl_->cancelled.load(std::memory_order_relaxed);
-  s.rejected = impl_->rejected.load(std::memory_order_relaxed);
-  s.flushes = impl_->flushes.load(std::memory_order_seq_cst);
-  s.draining = impl_->draining.load(std::memory_order_seq_cst) > 0;
-  s.max_active = impl_->max_active;
+  s.name = wq.name;
+  s.unbound = wq.opt.unbound;
+  s.cancelled = wq.cancelled.load(std::memory_order_relaxed);
+  s.rejected = wq.rejected.load(std::memory_order_relaxed);
+  s.flushes = wq.flushes.load(std::memory_order_seq_cst);
+  s.draining = wq.draining.load(std::memory_order_seq_cst) > 0;
+  s.max_active = wq.max_active;
   std::set<detail::pool*> pools;
-  for (auto& q : impl_->pwqs) {
+  for (auto& q : wq.pwqs) {
     detail::lock_guard guard(q->pool->lock);
     s.queue_to_start_ns.merge(q->queue_to_start_ns);
     s.run_ns.merge(q->run_ns);
@@ -199,7 +247,7 @@ wq_stats workqueue::stats() const {
     s.hog_reports += q->hogs;
     pools.insert(q->pool);
   }
-  for (auto& d : impl_->domains) {
+  for (auto& d : wq.domains) {
     detail::lock_guard guard(d->lock);
     s.peak_active = std::max(s.peak_active, d->peak_active);
   }
@@ -214,6 +262,8 @@ wq_stats workqueue::stats() const {
   }
   return s;
 }
+
+}  // namespace
 
 namespace {
 

@@ -6,7 +6,6 @@
 
 #include <CLI/CLI.hpp>
 #include <stdexcept>
-#include <string_view>
 
 namespace quiesce::cli {
 
@@ -18,17 +17,13 @@ void add_sweep_command(CLI::App& app);
 void add_sanitize_command(CLI::App& app);
 void add_verity_command(CLI::App& app);
 void add_bench_command(CLI::App& app);
+void add_completion_command(CLI::App& app);
 
 // What `quiesce --version` says besides the version (build_info.cpp, generated at build
 // time by cmake/build_info.cmake): the commit ("unknown" outside git, "-dirty" when the
 // tree had changes) and CMAKE_BUILD_TYPE.
 extern const char* const build_commit;
 extern const char* const build_type;
-
-struct command {
-  std::string_view name;
-  void (*add)(CLI::App& app);
-};
 
 // Thrown by subcommands for bad input that the parser could not catch (a file that does
 // not exist, an inconsistent combination): main prints one line and exits 2.

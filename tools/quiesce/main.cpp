@@ -20,11 +20,12 @@
 
 namespace {
 
-constexpr quiesce::cli::command commands[] = {
-    {"info", quiesce::cli::add_info_command},         {"report", quiesce::cli::add_report_command},
-    {"keygc", quiesce::cli::add_keygc_command},       {"sweep", quiesce::cli::add_sweep_command},
-    {"sanitize", quiesce::cli::add_sanitize_command}, {"verity", quiesce::cli::add_verity_command},
-    {"bench", quiesce::cli::add_bench_command},
+// Each adds its subcommand (commands.hpp), in `quiesce --help` order.
+constexpr void (*commands[])(CLI::App&) = {
+    quiesce::cli::add_info_command,     quiesce::cli::add_report_command,
+    quiesce::cli::add_keygc_command,    quiesce::cli::add_sweep_command,
+    quiesce::cli::add_sanitize_command, quiesce::cli::add_verity_command,
+    quiesce::cli::add_bench_command,    quiesce::cli::add_completion_command,
 };
 
 }  // namespace
@@ -39,8 +40,8 @@ int main(int argc, char** argv) {
                                    quiesce::cli::build_commit, quiesce::cli::build_type));
   app.require_subcommand(1);
   app.failure_message([](const CLI::App*, const CLI::Error& e) { return std::string(e.what()); });
-  for (const auto& command : commands)
-    command.add(app);
+  for (const auto add : commands)
+    add(app);
 
   if (const auto unknown =
           quiesce::cli::unknown_command(app, std::vector<std::string>(argv + 1, argv + argc))) {

@@ -123,7 +123,8 @@ INSTANTIATE_TEST_SUITE_P(Scenarios, WqExit,
                                          "requeue_heap_wq", "requeue_static_wq", "flush_at_exit",
                                          "delayed_system", "delayed_own", "rearm_mod_delayed",
                                          "throw_at_exit", "arm_at_exit", "refused_after_exit",
-                                         "static_queue_running_item", "dropped_behind_blocked"),
+                                         "static_queue_running_item", "dropped_behind_blocked",
+                                         "posted_at_exit"),
                          [](const testing::TestParamInfo<const char*>& info) {
                            return std::string(info.param);
                          });

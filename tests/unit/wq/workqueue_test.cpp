@@ -569,7 +569,13 @@ TEST(Workqueue, InvalidArgumentsAreRejectedNamingThem) {
   EXPECT_FALSE(w.pending());
   delayed_work d("d", [](work&) {});
   EXPECT_NE(message_of([&] { wq.queue_delayed(d, -1ms); }).find("delay"), std::string::npos);
-  EXPECT_THROW(work("empty", nullptr), std::invalid_argument);
+  // An empty function is refused when the item is made (a literal nullptr does not compile).
+  void (*no_function)(work&) = nullptr;
+  EXPECT_THROW(work("empty", no_function), std::invalid_argument);
+  EXPECT_THROW(work{no_function}, std::invalid_argument);
+  EXPECT_THROW(work(std::function<void(work&)>()), std::invalid_argument);
+  EXPECT_THROW(delayed_work(std::function<void(delayed_work&)>()), std::invalid_argument);
+  EXPECT_THROW(wq.post(std::function<void()>()), std::invalid_argument);
   EXPECT_THROW(set_worker_idle_timeout(0s), std::invalid_argument);
 }
 

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <functional>
 #include <map>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -266,6 +267,38 @@ int scenario_dropped_behind_blocked() {
   return 0;
 }
 
+// Posted items re-post themselves for ever (from their own function, on several CPUs'
+// pools) and others wait behind them: at exit the queued ones are dropped without running
+// or being destroyed, running ones finish, and nothing is reported as leaked (their nodes
+// stay reachable from the free lists' slabs).
+struct repost {
+  workqueue* wq;
+  std::atomic<int>* runs;
+  std::unique_ptr<int> payload;  // move-only: the node owns it
+  void operator()() {
+    ++*runs;
+    wq->post(repost{wq, runs, std::make_unique<int>(*payload + 1)});
+  }
+};
+
+int scenario_posted_at_exit() {
+  static std::atomic<int> runs{0};
+  workqueue& wq = quiesce::system_wq();
+  for (int i = 0; i < 4; ++i) {
+    if (!wq.post(repost{&wq, &runs, std::make_unique<int>(i)})) return 2;
+  }
+  if (!quiesce::system_unbound_wq().post(repost{&quiesce::system_unbound_wq(), &runs,
+                                                std::make_unique<int>(0)})) {
+    return 2;
+  }
+  g_checker.check = [] {
+    bool ran = false;
+    if (quiesce::system_wq().post([&ran] { ran = true; })) return 4;  // accepted after the hook
+    return ran ? 4 : 0;
+  };
+  return wait_until([] { return runs.load() >= 1000; }) ? 0 : 2;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -283,6 +316,7 @@ int main(int argc, char** argv) {
       {"refused_after_exit", scenario_refused_after_exit},
       {"static_queue_running_item", scenario_static_queue_running_item},
       {"dropped_behind_blocked", scenario_dropped_behind_blocked},
+      {"posted_at_exit", scenario_posted_at_exit},
   };
   if (argc != 2 || !scenarios.count(argv[1])) {
     std::fprintf(stderr, "usage: wq_exit_child SCENARIO\n");

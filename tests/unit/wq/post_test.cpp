@@ -1,0 +1,266 @@
+// SPDX-License-Identifier: Apache-2.0
+// workqueue::post, post_on, post_delayed and submit (fire-and-forget callables, their
+// results), work items holding move-only functions, and delayed_work functions that receive
+// the item as a delayed_work.
+#include <gtest/gtest.h>
+#include <sched.h>
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <future>
+#include <memory>
+#include <stdexcept>
+#include <thread>
+#include <vector>
+
+#include "cpus.hpp"
+#include "quiesce/clock.hpp"
+#include "quiesce/log.hpp"
+#include "quiesce/workqueue.hpp"
+#include "wait.hpp"
+
+namespace quiesce {
+namespace {
+
+using namespace std::chrono_literals;
+using test::eventually;
+using test::gate;
+
+// Counts its live copies: a posted callable must be destroyed exactly once per post.
+struct tracked {
+  explicit tracked(std::atomic<int>& live) : live(&live) { ++live; }
+  tracked(tracked&& o) noexcept : live(o.live) { ++*live; }
+  tracked(const tracked&) = delete;
+  ~tracked() { --*live; }
+  std::atomic<int>* live;
+};
+
+class Post : public testing::TestWithParam<bool> {
+ protected:
+  wq_options options() const { return wq_options{.unbound = GetParam()}; }
+};
+
+// Every post runs exactly once, with its own captures (a node handed out while still in
+// use would run one callable twice and lose another), and each callable is destroyed
+// after it ran: two posters, move-only captures.
+TEST_P(Post, EachCallableRunsOnceWithItsOwnCapturesAndIsDestroyed) {
+  workqueue wq("post", options());
+  constexpr int per_poster = 20000;
+  constexpr int posters = 2;
+  std::vector<std::atomic<int>> hits(per_poster * posters);
+  std::atomic<int> live{0};
+  std::atomic<int> wrong{0};
+  std::vector<std::thread> threads;
+  for (int p = 0; p < posters; ++p) {
+    threads.emplace_back([&, p] {
+      for (int i = 0; i < per_poster; ++i) {
+        const int id = p * per_poster + i;
+        auto payload = std::make_unique<int>(id);
+        ASSERT_TRUE(wq.post([&hits, &wrong, id, payload = std::move(payload),
+                             t = tracked(live)] {
+          if (*payload != id) ++wrong;
+          hits[static_cast<std::size_t>(id)].fetch_add(1);
+        }));
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  wq.flush();
+  EXPECT_EQ(wrong.load(), 0);
+  int not_once = 0;
+  for (auto& h : hits) not_once += h.load() != 1;
+  EXPECT_EQ(not_once, 0) << "posted callables that did not run exactly once";
+  EXPECT_EQ(live.load(), 0) << "posted callables not destroyed after running";
+  const wq_stats s = wq.stats();
+  EXPECT_EQ(s.queued, static_cast<std::uint64_t>(per_poster * posters));
+  EXPECT_EQ(s.executed, static_cast<std::uint64_t>(per_poster * posters));
+}
+
+// A callable that throws is counted and reported as any item's exception, and destroyed.
+TEST_P(Post, AThrowingCallableIsReportedAndDestroyed) {
+  workqueue wq("post_throw", options());
+  log_capture capture;
+  std::atomic<int> live{0};
+  std::atomic<int> after{0};
+  ASSERT_TRUE(wq.post([t = tracked(live)] { throw std::runtime_error("posted boom"); }));
+  ASSERT_TRUE(wq.post([&after] { ++after; }));
+  wq.flush();
+  EXPECT_EQ(after.load(), 1);
+  EXPECT_EQ(live.load(), 0);
+  EXPECT_EQ(wq.stats().exceptions, 1u);
+  EXPECT_EQ(capture.count("threw: posted boom"), 1u) << testing::PrintToString(capture.lines());
+}
+
+// A refused post returns false and destroys the callable without running it.
+TEST_P(Post, RefusedWhileDrainingDestroysTheCallableUnrun) {
+  workqueue wq("post_drain", options());
+  gate started, release;
+  work blocker("blocker", [&](work&) {
+    started.open();
+    may_block blocking;
+    release.wait();
+  });
+  ASSERT_TRUE(wq.queue(blocker));
+  ASSERT_TRUE(started.wait());
+  std::thread drainer([&] { wq.drain(); });
+  ASSERT_TRUE(eventually([&] { return wq.stats().draining; }));
+  std::atomic<int> live{0};
+  std::atomic<bool> ran{false};
+  {
+    log_capture capture;
+    EXPECT_FALSE(wq.post([&ran, t = tracked(live)] { ran = true; }));
+    EXPECT_EQ(live.load(), 0) << "a refused callable must be destroyed at once";
+    auto refused = wq.submit([] { return 1; });
+    EXPECT_THROW(refused.get(), std::future_error);
+  }
+  release.open();
+  drainer.join();
+  EXPECT_FALSE(ran.load());
+  EXPECT_EQ(wq.stats().rejected, 2u);
+  // Once the drain is over, posts are accepted again.
+  EXPECT_TRUE(wq.post([&ran] { ran = true; }));
+  wq.flush();
+  EXPECT_TRUE(ran.load());
+}
+
+// submit() carries the value or the exception; from several threads at once.
+TEST_P(Post, SubmitCarriesTheValueOrTheException) {
+  workqueue wq("submit", options());
+  std::vector<std::future<int>> results;
+  for (int i = 0; i < 1000; ++i) {
+    results.push_back(wq.submit([p = std::make_unique<int>(i)] { return *p * 2; }));
+  }
+  for (int i = 0; i < 1000; ++i) EXPECT_EQ(results[static_cast<std::size_t>(i)].get(), i * 2);
+  auto failing = wq.submit([]() -> int { throw std::out_of_range("no value"); });
+  EXPECT_THROW(failing.get(), std::out_of_range);
+  auto nothing = wq.submit([] {});
+  nothing.get();
+  EXPECT_EQ(wq.stats().exceptions, 0u) << "the future took the exception, not the queue";
+}
+
+INSTANTIATE_TEST_SUITE_P(BoundAndUnbound, Post, testing::Bool(),
+                         [](const testing::TestParamInfo<bool>& info) {
+                           return std::string(info.param ? "unbound" : "bound");
+                         });
+
+TEST(PostOn, RunsOnThatCpusPoolAndRefusesAnUnusableCpu) {
+  workqueue wq("post_on");
+  const int cpu = test::last_cpu();
+  std::atomic<int> ran_on{-1};
+  ASSERT_TRUE(wq.post_on(cpu, [&ran_on] { ran_on = ::sched_getcpu(); }));
+  wq.flush();
+  EXPECT_EQ(ran_on.load(), cpu);
+  std::atomic<int> live{0};
+  EXPECT_THROW(wq.post_on(4000, [t = tracked(live)] {}), std::invalid_argument);
+  EXPECT_EQ(live.load(), 0) << "the callable of a post that threw must be destroyed";
+}
+
+TEST(PostDelayed, NeverRunsEarlyAndRefusesANegativeDelay) {
+  workqueue wq("post_delayed");
+  constexpr int n = 20;
+  std::vector<std::uint64_t> queued_at(n), ran_at(n);
+  for (int i = 0; i < n; ++i) {
+    const auto k = static_cast<std::size_t>(i);
+    queued_at[k] = now_ns();
+    ASSERT_TRUE(wq.post_delayed([&ran_at, k] { ran_at[k] = now_ns(); },
+                                std::chrono::milliseconds(1 + (i * 7) % 30)));
+  }
+  wq.drain();  // waits for the timers too
+  for (int i = 0; i < n; ++i) {
+    const auto k = static_cast<std::size_t>(i);
+    EXPECT_GE(ran_at[k] - queued_at[k], static_cast<std::uint64_t>(1 + (i * 7) % 30) * 1'000'000u)
+        << "item " << i;
+  }
+  std::atomic<int> live{0};
+  EXPECT_THROW(wq.post_delayed([t = tracked(live)] {}, -1ms), std::invalid_argument);
+  EXPECT_EQ(live.load(), 0);
+}
+
+// Threads that post and exit hand their cached nodes back; posting keeps working after.
+TEST(PostNodes, ThreadsThatPostAndExit) {
+  workqueue wq("post_threads", wq_options{.unbound = true});
+  std::atomic<int> runs{0};
+  for (int round = 0; round < 3; ++round) {
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 4; ++t) {
+      threads.emplace_back([&] {
+        for (int i = 0; i < 2000; ++i) ASSERT_TRUE(wq.post([&runs] { ++runs; }));
+      });
+    }
+    for (auto& t : threads) t.join();
+  }
+  wq.flush();
+  EXPECT_EQ(runs.load(), 3 * 4 * 2000);
+}
+
+// Items that post more items from their own function (chained) are waited for by drain.
+TEST(PostNodes, ChainedPostsAreDrained) {
+  std::atomic<int> runs{0};
+  {
+    workqueue wq("post_chain");
+    struct step {
+      workqueue* wq;
+      std::atomic<int>* runs;
+      int left;
+      void operator()() {
+        ++*runs;
+        if (left > 0) {
+          ASSERT_TRUE(wq->post(step{wq, runs, left - 1}));
+        }
+      }
+    };
+    ASSERT_TRUE(wq.post(step{&wq, &runs, 999}));
+  }  // the destructor drains
+  EXPECT_EQ(runs.load(), 1000);
+}
+
+// Posted items are named after the callable's type.
+TEST(PostNodes, ItemsAreNamedAfterTheCallable) {
+  workqueue wq("post_name");
+  std::string name;
+  gate done;
+  ASSERT_TRUE(wq.post([&] {
+    name = current_work()->name();
+    done.open();
+  }));
+  ASSERT_TRUE(done.wait());
+  wq.flush();
+  EXPECT_NE(name.find("lambda"), std::string::npos) << name;
+}
+
+// A work item may hold a move-only function, as large as it likes.
+TEST(WorkFunction, MoveOnlyAndLargeCallables) {
+  workqueue wq("move_only");
+  std::atomic<int> sum{0};
+  work small("small", [p = std::make_unique<int>(5), &sum](work&) { sum += *p; });
+  std::array<int, 64> big{};
+  big[63] = 7;
+  work large("large", [big, p = std::make_unique<int>(1), &sum](work&) { sum += big[63] + *p; });
+  ASSERT_TRUE(wq.queue(small));
+  ASSERT_TRUE(wq.queue(large));
+  wq.flush();
+  EXPECT_EQ(sum.load(), 13);
+}
+
+// A delayed item's function gets the item as a delayed_work: periodic work re-arms itself
+// without a cast, and one cancel_sync() stops it.
+TEST(DelayedWorkFunction, ReceivesTheDelayedItem) {
+  workqueue wq("periodic");
+  std::atomic<int> runs{0};
+  delayed_work tick("tick", [&](delayed_work& self) {
+    if (++runs < 5) wq.mod_delayed(self, 1ms);
+  });
+  ASSERT_TRUE(wq.queue_delayed(tick, 1ms));
+  ASSERT_TRUE(eventually([&] { return runs.load() == 5; }));
+  tick.cancel_sync();
+  EXPECT_EQ(runs.load(), 5);
+  // A function taking work& is still accepted.
+  delayed_work plain("plain", [&](work&) { ++runs; });
+  ASSERT_TRUE(wq.queue_delayed(plain, 0ms));
+  wq.flush();
+  EXPECT_EQ(runs.load(), 6);
+}
+
+}  // namespace
+}  // namespace quiesce
