@@ -49,6 +49,7 @@
 #include "quiesce/verity.hpp"
 #include "quiesce/workqueue.hpp"
 #include "retained.hpp"
+#include "stats.hpp"
 
 namespace quiesce::mount::detail {
 
@@ -134,6 +135,7 @@ struct handle {
   // Set at the open of a verity node, or at the first read after the inode became a
   // verity file; then never changed.
   std::shared_ptr<verified_file> verity;  // L(n->who->lock)
+  file_counters* counters = nullptr;      // I: its inode's, in filesystem::stats
 };
 
 // An open directory: its descriptor and a snapshot of its entries (sidecars left out).
@@ -160,6 +162,7 @@ struct filesystem {
   // The verified_files of closed verity inodes, for their next open: at most 256 inodes
   // and 64 MiB of trees (8 GiB of data in 4 KiB sha256 blocks).
   retained_files retained{256, std::size_t{64} << 20};
+  mount_stats stats;  // its own lock; --stats FILE writes it
 
   // The mount's readahead window (verity_mount_options::read_ahead_kb), written to its
   // bdi by the first request after INIT (before, the kernel's INIT would lower it again).

@@ -59,6 +59,16 @@ int admit(filesystem& f, handle& h) {
     return h.writable ? EPERM : ESTALE;
   }
   identity& id = *h.n->who;
+  if (!h.counters) {
+    std::string path;  // relative to SOURCE, as the node was last named
+    {
+      quiesce::detail::lock_guard g(f.table);
+      for (const node* n = h.n.get(); n != nullptr && n->parent; n = n->parent.get()) {
+        path = path.empty() ? n->name : n->name + "/" + path;
+      }
+    }
+    h.counters = &f.stats.of(id.dev, id.ino, path);
+  }
   quiesce::detail::lock_guard v(id.lock);
   if (id.desc && h.writable) return EPERM;  // as on a kernel fs-verity file, under any name
   if (h.n->desc != id.desc) return ESTALE;
@@ -243,15 +253,19 @@ void op_read(fuse_req_t req, fuse_ino_t ino, std::size_t size, off_t off, fuse_f
     // The reply comes from the verification work item. The kernel holds the file open until
     // this read is answered, so the handle (and `v`) outlive it; teardown waits for the
     // queue before the session goes.
+    file_counters* const counted = h->counters;
     v->read_async(
         static_cast<std::uint64_t>(off), size,
-        [req, ino](std::span<const std::uint8_t> data, int err, const std::string& why) {
+        [req, ino, counted](std::span<const std::uint8_t> data, int err, const std::string& why) {
           if (err != 0) {
+            counted->eio.fetch_add(1, std::memory_order_relaxed);
             log(log_level::err,
                 fmt::format("fs-verity (quiesce, inode {}): FILE CORRUPTED! {}", ino, why));
             fuse_reply_err(req, err);
             return;
           }
+          counted->verified_reads.fetch_add(1, std::memory_order_relaxed);
+          counted->verified_bytes.fetch_add(data.size(), std::memory_order_relaxed);
           fuse_reply_buf(req, reinterpret_cast<const char*>(data.data()), data.size());
         });
     return;
@@ -268,6 +282,7 @@ void op_read(fuse_req_t req, fuse_ino_t ino, std::size_t size, off_t off, fuse_f
   std::vector<char> buf(size);
   const ssize_t n = ::pread(h->fd.get(), buf.data(), size, off);
   if (n < 0) return (void)fuse_reply_err(req, errno);
+  f.stats.plain_read();
   fuse_reply_buf(req, buf.data(), static_cast<std::size_t>(n));
 }
 

@@ -224,6 +224,9 @@ void parse_mount_options(const std::string& list, verity_mount_options& o) {
             fmt::format("-o {}: not a whole number of KiB in 0..{}", opt, max_read_ahead_kb), 2);
       }
       o.read_ahead_kb = static_cast<unsigned>(kb);
+    } else if (opt.rfind("stats=", 0) == 0) {
+      if (opt.size() == 6) throw mount_error("-o stats=: no file named", 2);
+      o.stats_file = fs::absolute(opt.substr(6));  // the daemon serves from /
     } else if (is("auto_unmount")) {
       o.auto_unmount = true;
     } else if (is("noauto_unmount")) {
@@ -286,9 +289,36 @@ struct verity_mount::impl {
                       : std::make_unique<workqueue>(
                             "fsverity_read_queue", wq_options{.highpri = true, .max_active = cpus});
     f.enable_wq = std::make_unique<workqueue>("fsverity_enable", wq_options{.unbound = true});
+    start_stats();
+  }
+  // --stats FILE: written every second by an item on system_long_wq that re-arms itself,
+  // and once more when the queues are idle at the end.
+  std::unique_ptr<delayed_work> stats_tick;
+  bool stats_failed = false;  // written only by the tick, then by teardown after it stopped
+  void write_stats() {
+    try {
+      f.stats.write(options.stats_file, *f.verify_wq);
+      stats_failed = false;
+    } catch (const std::exception& e) {
+      if (!stats_failed) log(log_level::warning, fmt::format("quiesce verity mount: {}", e.what()));
+      stats_failed = true;  // said once per failing spell, not every second
+    }
+  }
+  void start_stats() {
+    if (options.stats_file.empty()) return;
+    stats_tick = std::make_unique<delayed_work>("verity_mount_stats", [this](delayed_work& self) {
+      write_stats();
+      system_long_wq().mod_delayed(self, std::chrono::seconds(1));
+    });
+    system_long_wq().queue_delayed(*stats_tick, std::chrono::nanoseconds::zero());
   }
   void quiesce_filesystem() {
     if (f.verify_wq) f.verify_wq->flush();
+    if (stats_tick) {
+      stats_tick->cancel_sync();
+      write_stats();  // the final counts: every read has been answered
+      stats_tick.reset();
+    }
     f.drop_handles();
     f.drop_files();
     f.enable_wq.reset();
@@ -311,7 +341,13 @@ verity_mount::verity_mount(const fs::path& source, const fs::path& mountpoint,
     throw mount_error("require_signatures: no trusted certificate (--cert FILE, -o cert=FILE)", 2);
   }
   if (auto why = verity_mount_refusal(source, mountpoint)) throw mount_error(*why, 2);
+  if (!o.stats_file.empty() && !fs::is_directory(fs::absolute(o.stats_file).parent_path())) {
+    throw mount_error(fmt::format("stats: {}: no such directory",
+                                  fs::absolute(o.stats_file).parent_path().string()),
+                      2);
+  }
   impl_->options = o;
+  if (!o.stats_file.empty()) impl_->options.stats_file = fs::absolute(o.stats_file);
   filesystem& f = impl_->f;
   f.source = fs::canonical(source);
   f.require_signatures = o.require_signatures;

@@ -203,6 +203,59 @@ TEST_F(VerityMount, ATamperedBlockFailsOnlyTheReadsThatCoverIt) {
   EXPECT_NE(daemon_log().find("FILE CORRUPTED"), std::string::npos);
 }
 
+// --stats FILE: the counters appear while the mount serves (per file verified reads and
+// bytes, EIO replies, plain reads, queue->start percentiles) and the final ones at its end.
+TEST_F(VerityMount, StatsFileCountsVerifiedReadsAndEioWhileServing) {
+  SKIP_UNLESS_FUSE();
+  fs::create_directories(src_ / "sub");
+  write_random(src_ / "sub" / "t", 1 << 20, 4);
+  write_random(src_ / "plain", 8192, 5);
+  ASSERT_EQ(shell(std::string(QUIESCE_CLI) + " verity enable " + (src_ / "sub" / "t").string()).code,
+            0);
+  {
+    std::fstream io(src_ / "sub" / "t", std::ios::binary | std::ios::in | std::ios::out);
+    io.seekp(100 * 4096);
+    io.put('\x55');
+    io.put('\xaa');
+  }
+  const fs::path stats = dir_ / "stats.json";
+  start("--stats " + stats.string());
+  const auto counts = [&] {
+    std::ifstream in(stats);
+    nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+    return j.is_discarded() ? nlohmann::json::object() : j;
+  };
+  const int fd = ::open((mnt_ / "sub" / "t").c_str(), O_RDONLY);
+  ASSERT_GE(fd, 0);
+  std::vector<char> buf(64 * 1024);
+  ASSERT_EQ(::pread(fd, buf.data(), buf.size(), 0), static_cast<ssize_t>(buf.size()));
+  EXPECT_EQ(::pread(fd, buf.data(), 4096, 100 * 4096), -1);
+  ::close(fd);
+  EXPECT_EQ(slurp(mnt_ / "plain").size(), 8192u);
+  // Written every second while serving: wait for the counts (a generous deadline).
+  ASSERT_TRUE(quiesce::test::eventually([&] {
+    const nlohmann::json j = counts();
+    return j.value("eio", 0) >= 1 && j.value("verified_bytes", 0) >= 64 * 1024 &&
+           j.value("plain_reads", 0) >= 1;
+  })) << counts().dump(2) << daemon_log();
+  EXPECT_EQ(stop(), 0) << daemon_log();
+  const nlohmann::json j = counts();
+  ASSERT_EQ(j["files"].size(), 1u) << j.dump(2);  // the plain file has no verified reads
+  const nlohmann::json& t = j["files"][0];
+  EXPECT_EQ(t["path"], "sub/t");
+  EXPECT_GE(t["verified_reads"].get<int>(), 1);
+  EXPECT_GE(t["verified_bytes"].get<std::uint64_t>(), 64u * 1024);
+  EXPECT_EQ(t["eio"], j["eio"]);
+  EXPECT_EQ(j["queue"], "fsverity_read_queue");
+  EXPECT_GE(j["queue_to_start_us"]["count"].get<int>(), 2);
+  EXPECT_GE(j["queue_to_start_us"]["p99"].get<double>(), j["queue_to_start_us"]["p50"].get<double>());
+  // A directory that does not exist is refused before anything is mounted.
+  EXPECT_EQ(shell(std::string(QUIESCE_CLI) + " verity mount " + src_.string() + " " +
+                  mnt_.string() + " --stats " + (dir_ / "nowhere" / "s.json").string())
+                .code,
+            2);
+}
+
 // Several processes read random ranges of two tampered files (a data byte flipped in one, a
 // tree byte in the other's sidecar): every read returns exactly the original bytes, or
 // fails with EIO - never other bytes.

@@ -418,9 +418,13 @@ void add_verity_command(CLI::App& app) {
                 "it in the background, as sshfs does)");
   mnt->add_option("-o", m->o_lists,
                   "Mount options, comma-separated, as mount(8) and fstab pass them: ro, "
-                  "allow_other, cert=FILE, require_signatures, unbound, read_ahead_kb=N, "
+                  "allow_other, cert=FILE, require_signatures, unbound, read_ahead_kb=N, stats=FILE, "
                   "auto_unmount, noauto_unmount, nosuid, nodev, noexec, noatime, ...; repeatable")
       ->allow_extra_args(false);
+  mnt->add_option("--stats", m->options.stats_file,
+                  "Write the mount's counters (per file verified reads, bytes and EIO replies; "
+                  "the verification queue's queue->start percentiles) as JSON to this file, "
+                  "every second and at the end (also -o stats=FILE)");
   mnt->add_flag("--debug", m->options.debug, "libfuse's request log on stderr");
   mnt->callback([m] { run_mount(*m); });
 

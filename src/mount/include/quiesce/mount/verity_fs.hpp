@@ -68,6 +68,11 @@ struct verity_mount_options {
   // lower it, and a sequential read through the mount runs at the window's depth: 4 MiB
   // read 256 MiB cold in half the time 128 KiB took (docs/mount.md, "At FUSE speed").
   unsigned read_ahead_kb = 4096;
+  // --stats FILE, -o stats=FILE: the mount's counters - per file its verified reads, bytes
+  // and EIO replies, plain reads, the verification queue's queue->start percentiles - as
+  // one JSON object written to FILE (absolute) every second while it serves and at its
+  // end (through FILE.tmp and a rename). Empty: none.
+  std::filesystem::path stats_file;
 };
 
 // The largest -o read_ahead_kb= accepted (1 GiB).
@@ -75,7 +80,8 @@ inline constexpr unsigned max_read_ahead_kb = 1u << 20;
 
 // Parses one `-o` argument (comma-separated, as mount(8) and mount.fuse3 pass it) into `o`:
 // ro, rw, allow_other, default_permissions (always on), cert=FILE, require_signatures,
-// unbound, read_ahead_kb=N (0 .. max_read_ahead_kb), auto_unmount, noauto_unmount, debug,
+// unbound, read_ahead_kb=N (0 .. max_read_ahead_kb), stats=FILE (made absolute here),
+// auto_unmount, noauto_unmount, debug,
 // the kernel's generic flags (suid, nosuid,
 // dev, nodev, exec, noexec, atime, noatime, diratime, nodiratime, relatime, norelatime,
 // strictatime, sync, async, dirsync, lazytime), and what fstab and mount(8) hand helpers
