@@ -70,10 +70,10 @@ void serve_one(int client) {
   }
   std::ostringstream body;
   quiesce::write_openmetrics(body);
-  write_all(client, "HTTP/1.1 200 OK\r\nContent-Type: " +
-                        std::string(quiesce::openmetrics_content_type) +
-                        "\r\nContent-Length: " + std::to_string(body.str().size()) +
-                        "\r\nConnection: close\r\n\r\n" + body.str());
+  write_all(client,
+            "HTTP/1.1 200 OK\r\nContent-Type: " + std::string(quiesce::openmetrics_content_type) +
+                "\r\nContent-Length: " + std::to_string(body.str().size()) +
+                "\r\nConnection: close\r\n\r\n" + body.str());
 }
 
 std::string scrape(int port) {
@@ -86,7 +86,8 @@ std::string scrape(int port) {
   if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
     write_all(fd, "GET /metrics HTTP/1.1\r\nHost: localhost\r\n\r\n");
     char buf[4096];
-    for (ssize_t n; (n = ::read(fd, buf, sizeof(buf))) > 0;) answer.append(buf, static_cast<std::size_t>(n));
+    for (ssize_t n; (n = ::read(fd, buf, sizeof(buf))) > 0;)
+      answer.append(buf, static_cast<std::size_t>(n));
   }
   ::close(fd);
   return answer;
@@ -104,7 +105,8 @@ int main(int argc, char** argv) {
     wq.mod_delayed(self, std::chrono::milliseconds(10));
   });
   wq.queue_delayed(tick, std::chrono::milliseconds(0));
-  for (int i = 0; i < 100; ++i) wq.post([] {});
+  for (int i = 0; i < 100; ++i)
+    wq.post([] {});
   wq.flush();
 
   const int fd = listen_on(port);

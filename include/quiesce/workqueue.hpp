@@ -93,7 +93,8 @@ struct wq_impl;
 
 // A callable a work item of type Item can hold (invocable with the item).
 template <class F, class Item>
-concept item_function = std::is_invocable_v<std::decay_t<F>&, Item&>;
+concept item_function = std::is_invocable_v < std::decay_t<F>
+&, Item& > ;
 
 // The name, interned for the life of the process, of an item whose function is `fn`: the
 // function's symbol or the callable's type (src/wq/work.cpp). Throws std::invalid_argument
@@ -180,8 +181,8 @@ class work {
   // The item's name (for stats, traces and watchdog reports) is the demangled name of the
   // function where it can be found (a plain function), else of the callable's type.
   template <detail::item_function<work> F>
-  explicit work(F&& fn) : fn_(std::forward<F>(fn)), name_(&detail::name_of_function(fn_)),
-                          state_(name_->c_str()) {}
+  explicit work(F&& fn)
+      : fn_(std::forward<F>(fn)), name_(&detail::name_of_function(fn_)), state_(name_->c_str()) {}
   // An explicit name, e.g. "key_garbage_collector".
   template <detail::item_function<work> F>
   work(std::string_view name, F&& fn)
@@ -328,18 +329,18 @@ class workqueue {
   // std::logic_error in a forked child), std::invalid_argument for an empty `fn`, or
   // std::bad_alloc; `fn` is destroyed then too.
   template <class F>
-    requires std::is_invocable_v<std::decay_t<F>&>
-  bool post(F&& fn) {
+  requires std::is_invocable_v < std::decay_t<F>
+  & > bool post(F&& fn) {
     return post_as(-1, std::chrono::nanoseconds::zero(), std::forward<F>(fn));
   }
   template <class F>
-    requires std::is_invocable_v<std::decay_t<F>&>
-  bool post_on(int cpu, F&& fn) {
+  requires std::is_invocable_v < std::decay_t<F>
+  & > bool post_on(int cpu, F&& fn) {
     return post_as(cpu, std::chrono::nanoseconds::zero(), std::forward<F>(fn));
   }
   template <class F>
-    requires std::is_invocable_v<std::decay_t<F>&>
-  bool post_delayed(F&& fn, std::chrono::nanoseconds delay) {
+  requires std::is_invocable_v < std::decay_t<F>
+  & > bool post_delayed(F&& fn, std::chrono::nanoseconds delay) {
     return post_as(-1, delay, std::forward<F>(fn));
   }
 
@@ -350,8 +351,8 @@ class workqueue {
   // may_block scope, or chain the next step as another item. (A std::future, not a new
   // type: it is what C++ users already wait on, and its shared state is one allocation.)
   template <class F>
-    requires std::is_invocable_v<std::decay_t<F>&>
-  auto submit(F&& fn) -> std::future<std::invoke_result_t<std::decay_t<F>&>> {
+  requires std::is_invocable_v < std::decay_t<F>
+  & > auto submit(F&& fn) -> std::future<std::invoke_result_t<std::decay_t<F>&>> {
     std::packaged_task<std::invoke_result_t<std::decay_t<F>&>()> task(std::forward<F>(fn));
     auto result = task.get_future();
     post(std::move(task));

@@ -117,15 +117,15 @@ std::vector<row_spec> row_specs() {
     const std::string suffix = fmt::format("/posters:{}", posters);
     const std::string from = posters == 1 ? "one thread" : "two threads";
     for (const char* queue : {"bound", "unbound"}) {
-      rows.push_back({fmt::format("1M posted lambdas from {}, {}", from, queue),
-                      "M items/s",
-                      better::higher,
-                      "items_per_second",
-                      1e-6,
-                      wq("quiesce", fmt::format("throughput_post/{}{}", queue, suffix)),
-                      {wq("oneTBB", "throughput_tbb" + suffix),
-                       wq("Boost.Asio", "throughput_asio" + suffix),
-                       wq("mutex+condvar", "throughput_mutex_pool" + suffix)}});
+      rows.push_back(
+          {fmt::format("1M posted lambdas from {}, {}", from, queue),
+           "M items/s",
+           better::higher,
+           "items_per_second",
+           1e-6,
+           wq("quiesce", fmt::format("throughput_post/{}{}", queue, suffix)),
+           {wq("oneTBB", "throughput_tbb" + suffix), wq("Boost.Asio", "throughput_asio" + suffix),
+            wq("mutex+condvar", "throughput_mutex_pool" + suffix)}});
     }
   }
   for (const char* queue : {"bound", "unbound"}) {

@@ -90,11 +90,45 @@ std::string script_text(const plot_spec& spec, const fs::path& png, const fs::pa
         "textcolor rgb '#cc0000'\n",
         i + 1, m.x, m.x, i + 1, quoted(m.label), m.x);
   }
+  const auto drawn = [&](const plot_series& s) {
+    return std::any_of(s.points.begin(), s.points.end(), [&](auto p) { return keep(spec, p); });
+  };
+  if (spec.panel_per_series) {
+    // One panel per series, the same ranges in each (taken from every kept point).
+    double x0 = 0, x1 = 0, y0 = 0, y1 = 0;
+    bool any = false;
+    for (const plot_series& s : spec.series) {
+      for (const auto& p : s.points) {
+        if (!keep(spec, p)) continue;
+        x0 = any ? std::min(x0, p.first) : p.first;
+        x1 = any ? std::max(x1, p.first) : p.first;
+        y0 = any ? std::min(y0, p.second) : p.second;
+        y1 = any ? std::max(y1, p.second) : p.second;
+        any = true;
+      }
+    }
+    const std::size_t panels =
+        static_cast<std::size_t>(std::count_if(spec.series.begin(), spec.series.end(), drawn));
+    gp.replace(gp.find(fmt::format("size 960,{}", spec.height)),
+               fmt::format("size 960,{}", spec.height).size(),
+               fmt::format("size 960,{}",
+                           spec.height * static_cast<int>(std::max<std::size_t>(panels, 1))));
+    gp += fmt::format("set xrange [{}:{}]\nset yrange [{}:{}]\nset key inside top right\n", x0,
+                      x1 == x0 ? x0 + 1 : x1, y0, y1 == y0 ? y0 * 2 + 1 : y1);
+    gp += fmt::format("set multiplot layout {},1 title {}\nunset title\n",
+                      std::max<std::size_t>(panels, 1), quoted(spec.title));
+    for (std::size_t i = 0; i < spec.series.size(); ++i) {
+      const plot_series& s = spec.series[i];
+      if (!drawn(s)) continue;
+      gp += fmt::format("plot {} index {} using 1:2 with {} lw 2 title {}\n", quoted(data.string()),
+                        i, s.style, quoted(s.title));
+    }
+    return gp + "unset multiplot\n";
+  }
   std::string plots;
   for (std::size_t i = 0; i < spec.series.size(); ++i) {
     const plot_series& s = spec.series[i];
-    if (std::none_of(s.points.begin(), s.points.end(), [&](auto p) { return keep(spec, p); }))
-      continue;
+    if (!drawn(s)) continue;
     plots += fmt::format("{}{} index {} using 1:2 with {} lw 2 title {}", plots.empty() ? "" : ", ",
                          quoted(data.string()), i, s.style, quoted(s.title));
   }

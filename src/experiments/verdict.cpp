@@ -70,4 +70,45 @@ std::string bought_markdown(const std::vector<bought_row>& rows) {
   return md;
 }
 
+bought_row watched(std::string metric, better good, run_spread before, run_spread after) {
+  bought_row r;
+  r.metric = std::move(metric);
+  r.seed_way = good;
+  r.before = std::move(before);
+  r.after = std::move(after);
+  return r;
+}
+
+bool got_worse(const bought_row& r) {
+  if (r.before.runs.empty() || r.after.runs.empty()) return false;
+  return r.seed_way == better::lower ? r.after.median() > r.before.median()
+                                     : r.after.median() < r.before.median();
+}
+
+std::string ours_sentence(const std::vector<bought_row>& judged,
+                          const std::vector<bought_row>& watched) {
+  std::string text = "Ours, by the rule of the first section:";
+  const char* sep = " ";
+  for (const bought_row& r : judged) {
+    text += fmt::format("{}{}{} {:.4g} -> {:.4g} ({:+.1f}%), {}", sep, r.metric,
+                        r.note.empty() ? "" : " (" + r.note + ")", r.before.median(),
+                        r.after.median(), r.change_pct(), to_string(r.judged()));
+    sep = "; ";
+  }
+  std::string worse;
+  for (const auto* rows : {&judged, &watched}) {
+    for (const bought_row& r : *rows) {
+      if (!got_worse(r)) continue;
+      // Beyond noise when the ranges do not overlap (the rule, in the wrong direction).
+      const bool apart = r.seed_way == better::lower ? r.after.min() > r.before.max()
+                                                     : r.after.max() < r.before.min();
+      worse += fmt::format("{}{} {:.4g} -> {:.4g} ({:+.1f}%, {})", worse.empty() ? "" : "; ",
+                           r.metric, r.before.median(), r.after.median(), r.change_pct(),
+                           apart ? "beyond noise" : "within noise");
+    }
+  }
+  text += ". Worse after the fix: " + (worse.empty() ? std::string("none") : worse) + ".";
+  return text;
+}
+
 }  // namespace quiesce::experiments

@@ -195,8 +195,16 @@ std::string verity_bench_result::markdown() const {
                                    static_cast<double>(bound.sched_ns.percentile(99)));
   const double read_drop = drop_pct(static_cast<double>(unbound.read_ns.percentile(99)),
                                     static_cast<double>(bound.read_ns.percentile(99)));
+  md += "\n" +
+        ours_sentence(bought(),
+                      {watched("queue->start p99, us (pooled)", better::lower,
+                               pooled(static_cast<double>(unbound.sched_ns.percentile(99)) / 1e3),
+                               pooled(static_cast<double>(bound.sched_ns.percentile(99)) / 1e3)),
+                       watched("read p99, us (pooled)", better::lower,
+                               pooled(static_cast<double>(unbound.read_ns.percentile(99)) / 1e3),
+                               pooled(static_cast<double>(bound.read_ns.percentile(99)) / 1e3))});
   md += fmt::format(
-      "\nOurs: the verification workers' time runnable (schedstat run_delay, the seed's "
+      " The verification workers' time runnable (schedstat run_delay, the seed's "
       "metric) {:.1f} ms -> {:.1f} ms, {:+.1f}% from the unbound to the per-CPU queue (median "
       "of {} runs; per run {:+.1f}% .. {:+.1f}%). Second figure, total time verification work "
       "waited to start: {:+.1f}% (per run {:+.1f}% .. {:+.1f}%); queue->start p99 {:+.1f}%, "

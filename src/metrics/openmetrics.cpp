@@ -90,8 +90,8 @@ class family_writer {
  private:
   // 1 us .. 10 s in 1-2.5-5 steps: post -> start latencies, runs and grace periods alike.
   static constexpr std::array<double, 22> bounds_s = {
-      1e-6,   2.5e-6, 5e-6,   1e-5,   2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3,
-      5e-3,   1e-2,   2.5e-2, 5e-2,   0.1,    0.25, 0.5,  1.0,    2.5,  5.0,  10.0};
+      1e-6, 2.5e-6, 5e-6,   1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3,
+      5e-3, 1e-2,   2.5e-2, 5e-2, 0.1,    0.25, 0.5,  1.0,    2.5,  5.0,  10.0};
 
   static std::string number(double v) { return fmt::format("{}", v); }
 
@@ -103,19 +103,22 @@ template <typename T, typename F>
 void counters(family_writer& w, std::string_view name, std::string_view help,
               const std::vector<std::pair<labels, T>>& subjects, F value) {
   w.header(name, "counter", help);
-  for (const auto& [ls, s] : subjects) w.counter(name, ls, static_cast<double>(value(s)));
+  for (const auto& [ls, s] : subjects)
+    w.counter(name, ls, static_cast<double>(value(s)));
 }
 template <typename T, typename F>
 void gauges(family_writer& w, std::string_view name, std::string_view help,
             const std::vector<std::pair<labels, T>>& subjects, F value) {
   w.header(name, "gauge", help);
-  for (const auto& [ls, s] : subjects) w.gauge(name, ls, static_cast<double>(value(s)));
+  for (const auto& [ls, s] : subjects)
+    w.gauge(name, ls, static_cast<double>(value(s)));
 }
 template <typename T, typename F>
 void histograms(family_writer& w, std::string_view name, std::string_view help,
                 const std::vector<std::pair<labels, T>>& subjects, F hist) {
   w.header(name, "histogram", help);
-  for (const auto& [ls, s] : subjects) w.histogram_ns(name, ls, hist(s));
+  for (const auto& [ls, s] : subjects)
+    w.histogram_ns(name, ls, hist(s));
 }
 
 std::uint64_t started(const wq_stats& s) {
@@ -130,8 +133,8 @@ void write_workqueues(family_writer& w) {
   }
   const std::string_view p = "quiesce_workqueue_";
   const auto n = [&](std::string_view suffix) { return fmt::format("{}{}", p, suffix); };
-  counters(w, n("queued"), "Instances queued (wq_monitor.py: total counts them as they start)",
-           qs, [](const wq_stats& s) { return s.queued; });
+  counters(w, n("queued"), "Instances queued (wq_monitor.py: total counts them as they start)", qs,
+           [](const wq_stats& s) { return s.queued; });
   counters(w, n("started"), "Executions started", qs, started);
   counters(w, n("executed"), "Executions finished", qs,
            [](const wq_stats& s) { return s.executed; });
@@ -181,9 +184,8 @@ void write_pools(family_writer& w) {
          [](const pool_info& p) { return p.nr_workers; });
   gauges(w, "quiesce_pool_idle_workers", "Idle workers", ps,
          [](const pool_info& p) { return p.nr_idle; });
-  gauges(w, "quiesce_pool_running_workers",
-         "Workers counted as running (concurrency management)", ps,
-         [](const pool_info& p) { return p.nr_running; });
+  gauges(w, "quiesce_pool_running_workers", "Workers counted as running (concurrency management)",
+         ps, [](const pool_info& p) { return p.nr_running; });
   gauges(w, "quiesce_pool_pending", "Items on the pool's worklist", ps,
          [](const pool_info& p) { return p.nr_pending; });
 }
@@ -193,8 +195,8 @@ void write_watchdog(family_writer& w) {
   const std::vector<std::pair<labels, watchdog_counters>> one{{labels{}, c}};
   counters(w, "quiesce_watchdog_wq_lockups", "Workqueue lockup reports (BUG: workqueue lockup)",
            one, [](const watchdog_counters& x) { return x.wq_lockups; });
-  counters(w, "quiesce_watchdog_wq_cpu_hogs", "Executions the watchdog marked CPU-intensive",
-           one, [](const watchdog_counters& x) { return x.wq_cpu_hogs; });
+  counters(w, "quiesce_watchdog_wq_cpu_hogs", "Executions the watchdog marked CPU-intensive", one,
+           [](const watchdog_counters& x) { return x.wq_cpu_hogs; });
   counters(w, "quiesce_watchdog_wq_hog_reports", "\"hogged CPU\" reports", one,
            [](const watchdog_counters& x) { return x.wq_hog_reports; });
   counters(w, "quiesce_watchdog_wq_sleepers", "Workers found asleep with work pending", one,
@@ -226,8 +228,9 @@ void write_rcu(family_writer& w) {
            [](const rcu_stats& s) { return s.callbacks_invoked; });
   gauges(w, n("callbacks_pending"), "Callbacks queued and not yet invoked", ds,
          [](const rcu_stats& s) {
-           return s.callbacks_queued > s.callbacks_invoked ? s.callbacks_queued - s.callbacks_invoked
-                                                           : 0;
+           return s.callbacks_queued > s.callbacks_invoked
+                      ? s.callbacks_queued - s.callbacks_invoked
+                      : 0;
          });
   counters(w, n("callback_exceptions"), "Callbacks that threw", ds,
            [](const rcu_stats& s) { return s.callback_exceptions; });

@@ -42,22 +42,24 @@ nlohmann::json mount_stats::snapshot(const workqueue& verify) const {
     }
   }
   const wq_stats q = verify.stats();
-  const auto us = [&](double p) { return static_cast<double>(q.queue_to_start_ns.percentile(p)) / 1e3; };
-  return {{"updated_unix_s", std::chrono::duration<double>(
-                                 std::chrono::system_clock::now().time_since_epoch())
-                                 .count()},
-          {"verified_reads", reads},
-          {"verified_bytes", bytes},
-          {"eio", eio},
-          {"plain_reads", plain_reads_.load(std::memory_order_relaxed)},
-          {"queue", q.name},
-          {"queue_to_start_us",
-           {{"count", q.queue_to_start_ns.count()},
-            {"p50", us(50)},
-            {"p99", us(99)},
-            {"p99.9", us(99.9)},
-            {"max", static_cast<double>(q.queue_to_start_ns.max()) / 1e3}}},
-          {"files", std::move(files)}};
+  const auto us = [&](double p) {
+    return static_cast<double>(q.queue_to_start_ns.percentile(p)) / 1e3;
+  };
+  return {
+      {"updated_unix_s",
+       std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count()},
+      {"verified_reads", reads},
+      {"verified_bytes", bytes},
+      {"eio", eio},
+      {"plain_reads", plain_reads_.load(std::memory_order_relaxed)},
+      {"queue", q.name},
+      {"queue_to_start_us",
+       {{"count", q.queue_to_start_ns.count()},
+        {"p50", us(50)},
+        {"p99", us(99)},
+        {"p99.9", us(99.9)},
+        {"max", static_cast<double>(q.queue_to_start_ns.max()) / 1e3}}},
+      {"files", std::move(files)}};
 }
 
 void mount_stats::write(const std::filesystem::path& file, const workqueue& verify) const {

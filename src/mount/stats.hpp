@@ -31,7 +31,7 @@ struct file_counters {
   file_counters(dev_t d, ino_t i, std::string p) : dev(d), ino(i), path(std::move(p)) {}
   const dev_t dev;
   const ino_t ino;
-  const std::string path;                      // I: relative to SOURCE, when first opened
+  const std::string path;                        // I: relative to SOURCE, when first opened
   std::atomic<std::uint64_t> verified_reads{0};  // A: replies with verified bytes
   std::atomic<std::uint64_t> verified_bytes{0};  // A
   std::atomic<std::uint64_t> eio{0};             // A: reads refused, a block failed

@@ -14,11 +14,11 @@
 // No lock is held while calling out (a depot's lock covers a few pointer writes).
 #include <unistd.h>
 
+#include <sched.h>
 #include <algorithm>
 #include <cstddef>
 #include <memory>
 #include <new>
-#include <sched.h>
 #include <vector>
 
 #include "../base/mutex.hpp"
@@ -62,7 +62,8 @@ struct chain {
   // The first `n` nodes, taken off this chain.
   chain take(unsigned n) noexcept {
     chain out;
-    while (out.count < n && head != nullptr) out.push(pop());
+    while (out.count < n && head != nullptr)
+      out.push(pop());
     return out;
   }
 };
@@ -92,8 +93,8 @@ free_lists& lists() {
 
 depot& depot_of_this_cpu(free_lists& l) {
   const int cpu = ::sched_getcpu();
-  return l.depots[cpu >= 0 && static_cast<std::size_t>(cpu) < l.n ? static_cast<std::size_t>(cpu)
-                                                                  : 0];
+  return l
+      .depots[cpu >= 0 && static_cast<std::size_t>(cpu) < l.n ? static_cast<std::size_t>(cpu) : 0];
 }
 
 void give(chain c) noexcept {
@@ -119,27 +120,28 @@ chain take_batch() {
     }
   }
   auto* slab = static_cast<unsigned char*>(
-      ::operator new(node_size * batch_nodes, std::align_val_t{node_align}));
+      ::operator new (node_size* batch_nodes, std::align_val_t{node_align}));
   {
     lock_guard guard(l.slab_lock);
     try {
       l.slabs.push_back(slab);
     } catch (...) {
-      ::operator delete(slab, std::align_val_t{node_align});
+      ::operator delete (slab, std::align_val_t{node_align});
       throw;
     }
   }
   chain c;
-  for (unsigned i = batch_nodes; i-- > 0;) c.push(reinterpret_cast<free_node*>(slab + i * node_size));
+  for (unsigned i = batch_nodes; i-- > 0;)
+    c.push(reinterpret_cast<free_node*>(slab + i * node_size));
   return c;
 }
 
 // This thread's cache. Trivially destructible, so that it is usable until the thread's
 // last moment; its nodes go back to a depot when the thread exits (cache_return).
 struct thread_cache {
-  chain nodes;         // T
-  bool reaper = false; // T: cache_return is registered
-  bool dead = false;   // T: the thread is exiting; nodes go straight to the depots
+  chain nodes;          // T
+  bool reaper = false;  // T: cache_return is registered
+  bool dead = false;    // T: the thread is exiting; nodes go straight to the depots
 };
 thread_local thread_cache tl_cache;
 

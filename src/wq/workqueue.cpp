@@ -206,7 +206,8 @@ std::vector<wq_stats> all_workqueue_stats() {
   std::vector<wq_stats> all;
   live_queues& l = live();
   detail::lock_guard guard(l.lock);
-  for (const detail::wq_impl* wq : l.queues) all.push_back(stats_of(*wq));
+  for (const detail::wq_impl* wq : l.queues)
+    all.push_back(stats_of(*wq));
   return all;
 }
 

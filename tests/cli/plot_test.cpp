@@ -22,6 +22,7 @@
 #include "quiesce/experiments/plot.hpp"
 #include "quiesce/experiments/verdict.hpp"
 #include "quiesce/experiments/verity_mount_bench.hpp"
+#include "shell.hpp"
 
 namespace quiesce::experiments {
 namespace {
@@ -110,10 +111,10 @@ points json_points(const nlohmann::json& j) {
   return out;
 }
 
-void expect_png(const fs::path& png) {
+void expect_png(const fs::path& png, unsigned height = 540) {
   const auto [w, h] = png_size(png);
   EXPECT_EQ(w, 960u) << png;
-  EXPECT_EQ(h, 540u) << png;
+  EXPECT_EQ(h, height) << png;
 }
 
 TEST_F(Plots, WriterRefusesBadNamesAndEmptyPlotsAndNamesAMissingGnuplot) {
@@ -169,7 +170,9 @@ TEST_F(Plots, KeygcPlotsTheExecutionsAndProbeItReports) {
   ASSERT_EQ(run("keygc --compare --keys 3000 --json --plot " + (dir_ / "p").string(), out), 0);
   const auto j = nlohmann::json::parse(out);
   expect_png(dir_ / "p/keygc-executions.png");
-  expect_png(dir_ / "p/keygc-probe.png");
+  expect_png(dir_ / "p/keygc-probe.png", 2 * 300);  // a panel per collector, 300 px each
+  const std::string script = quiesce::test::slurp(dir_ / "p/keygc-probe.gp");
+  EXPECT_NE(script.find("set multiplot layout 2,1"), std::string::npos) << script;
   const auto dist = data_blocks(dir_ / "p/keygc-executions.dat");
   const auto probe = data_blocks(dir_ / "p/keygc-probe.dat");
   ASSERT_EQ(dist.size(), 2u);

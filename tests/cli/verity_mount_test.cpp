@@ -210,8 +210,8 @@ TEST_F(VerityMount, StatsFileCountsVerifiedReadsAndEioWhileServing) {
   fs::create_directories(src_ / "sub");
   write_random(src_ / "sub" / "t", 1 << 20, 4);
   write_random(src_ / "plain", 8192, 5);
-  ASSERT_EQ(shell(std::string(QUIESCE_CLI) + " verity enable " + (src_ / "sub" / "t").string()).code,
-            0);
+  ASSERT_EQ(
+      shell(std::string(QUIESCE_CLI) + " verity enable " + (src_ / "sub" / "t").string()).code, 0);
   {
     std::fstream io(src_ / "sub" / "t", std::ios::binary | std::ios::in | std::ios::out);
     io.seekp(100 * 4096);
@@ -237,7 +237,8 @@ TEST_F(VerityMount, StatsFileCountsVerifiedReadsAndEioWhileServing) {
     const nlohmann::json j = counts();
     return j.value("eio", 0) >= 1 && j.value("verified_bytes", 0) >= 64 * 1024 &&
            j.value("plain_reads", 0) >= 1;
-  })) << counts().dump(2) << daemon_log();
+  })) << counts().dump(2)
+      << daemon_log();
   EXPECT_EQ(stop(), 0) << daemon_log();
   const nlohmann::json j = counts();
   ASSERT_EQ(j["files"].size(), 1u) << j.dump(2);  // the plain file has no verified reads
@@ -248,7 +249,8 @@ TEST_F(VerityMount, StatsFileCountsVerifiedReadsAndEioWhileServing) {
   EXPECT_EQ(t["eio"], j["eio"]);
   EXPECT_EQ(j["queue"], "fsverity_read_queue");
   EXPECT_GE(j["queue_to_start_us"]["count"].get<int>(), 2);
-  EXPECT_GE(j["queue_to_start_us"]["p99"].get<double>(), j["queue_to_start_us"]["p50"].get<double>());
+  EXPECT_GE(j["queue_to_start_us"]["p99"].get<double>(),
+            j["queue_to_start_us"]["p50"].get<double>());
   // A directory that does not exist is refused before anything is mounted.
   EXPECT_EQ(shell(std::string(QUIESCE_CLI) + " verity mount " + src_.string() + " " +
                   mnt_.string() + " --stats " + (dir_ / "nowhere" / "s.json").string())

@@ -24,8 +24,10 @@ void collect(const CLI::App& app, const std::string& path,
     collect(*sub, path.empty() ? sub->get_name() : path + " " + sub->get_name(), words);
   }
   for (const CLI::Option* opt : app.get_options()) {
-    for (const std::string& l : opt->get_lnames()) here.push_back("--" + l);
-    for (const std::string& s : opt->get_snames()) here.push_back("-" + s);
+    for (const std::string& l : opt->get_lnames())
+      here.push_back("--" + l);
+    for (const std::string& s : opt->get_snames())
+      here.push_back("-" + s);
   }
 }
 
@@ -37,7 +39,8 @@ std::string bash_script(const CLI::App& root) {
   for (const auto& [path, next] : words) {
     if (!path.empty()) paths += fmt::format("      \"{}\") path=\"$candidate\" ;;\n", path);
     std::string list;
-    for (const std::string& w : next) list += (list.empty() ? "" : " ") + w;
+    for (const std::string& w : next)
+      list += (list.empty() ? "" : " ") + w;
     cases += fmt::format("    \"{}\") words=\"{}\" ;;\n", path, list);
   }
   return fmt::format(
@@ -64,8 +67,9 @@ complete -o default -F _quiesce quiesce
 
 void add_completion_command(CLI::App& app) {
   auto* sub = app.add_subcommand("completion", "Print a shell completion script (bash)");
-  sub->add_subcommand("bash", "Print the bash completion script: source it, or install it "
-                              "as share/bash-completion/completions/quiesce")
+  sub->add_subcommand("bash",
+                      "Print the bash completion script: source it, or install it "
+                      "as share/bash-completion/completions/quiesce")
       ->callback([&app] { fmt::print("{}", bash_script(app)); });
   sub->require_subcommand(1);
 }

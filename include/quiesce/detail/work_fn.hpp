@@ -34,7 +34,9 @@ struct callable_identity {
 // post's) name the callable they wrap by declaring `callable_identity identity() const`.
 template <class D>
 callable_identity identity_of(const D& d) noexcept {
-  if constexpr (requires { { d.identity() } -> std::same_as<callable_identity>; }) {
+  if constexpr (requires {
+                  { d.identity() } -> std::same_as<callable_identity>;
+                }) {
     return d.identity();
   } else if constexpr (std::is_pointer_v<D> && std::is_function_v<std::remove_pointer_t<D>>) {
     return {&typeid(D), reinterpret_cast<void (*)()>(d)};
@@ -68,8 +70,8 @@ class work_fn {
   static constexpr std::size_t inline_size = 48;
 
   template <class F>
-    requires std::is_invocable_v<std::decay_t<F>&, Item&>
-  explicit work_fn(F&& f) {
+  requires std::is_invocable_v < std::decay_t<F>
+  &, Item& > explicit work_fn(F&& f) {
     using D = std::decay_t<F>;
     if constexpr (fits_inline<D>()) {
       ::new (static_cast<void*>(storage_)) D(std::forward<F>(f));

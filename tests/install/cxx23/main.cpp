@@ -22,9 +22,8 @@ int main() {
     quiesce::workqueue wq("cxx23", {.unbound = true});
     wq.queue(w);
     wq.queue(m);
-    wq.post(std::move_only_function<void()>([&ran, p = std::make_unique<int>(100)] {
-      ran.fetch_add(*p);
-    }));
+    wq.post(std::move_only_function<void()>(
+        [&ran, p = std::make_unique<int>(100)] { ran.fetch_add(*p); }));
     wq.flush();
   }
   quiesce::rcu_synchronize(quiesce::rcu_default_domain());

@@ -61,5 +61,44 @@ TEST(Verdict, RowsRenderTheirVerdictAndChange) {
       << md;
 }
 
+// "Ours:" sentences use the rule, and name every figure that got worse - a seed row or a
+// watched one - saying whether beyond the noise.
+TEST(Verdict, OursSentenceNamesWhatGotWorse) {
+  const bought_row runnable{.seed = "004",
+                            .metric = "time runnable, ms",
+                            .published = "-96%",
+                            .seed_way = better::lower,
+                            .before = of({40, 41.6, 74}),
+                            .after = of({16.2, 24.9, 35.5}),
+                            .note = {}};
+  const bought_row cold{.seed = "004",
+                        .metric = "cold start, ms",
+                        .published = "-",
+                        .seed_way = better::lower,
+                        .before = of({309, 340, 376}),
+                        .after = of({240, 350, 529}),
+                        .note = "through the mount"};
+  const std::string none = ours_sentence({runnable});
+  EXPECT_NE(none.find("time runnable, ms 41.6 -> 24.9 (-40.1%), reproduced"), std::string::npos)
+      << none;
+  EXPECT_NE(none.find("Worse after the fix: none."), std::string::npos) << none;
+
+  const std::string worse = ours_sentence(
+      {runnable, cold}, {watched("read p99, us", better::lower, of({300, 330, 360}),
+                                 of({500, 594, 700})),
+                         watched("probe max, us", better::lower, pooled(10), pooled(9))});
+  EXPECT_NE(worse.find("cold start, ms (through the mount) 340 -> 350 (+2.9%), not reproduced"),
+            std::string::npos)
+      << worse;
+  EXPECT_NE(worse.find("Worse after the fix: cold start, ms 340 -> 350 (+2.9%, within noise); "
+                       "read p99, us 330 -> 594 (+80.0%, beyond noise)."),
+            std::string::npos)
+      << worse;
+  EXPECT_EQ(worse.find("probe max"), std::string::npos) << "it got better: " << worse;
+  EXPECT_TRUE(got_worse(watched("x", better::higher, of({2}), of({1}))));
+  EXPECT_FALSE(got_worse(watched("x", better::higher, of({1}), of({2}))));
+  EXPECT_FALSE(got_worse(watched("x", better::lower, of({}), of({2}))));
+}
+
 }  // namespace
 }  // namespace quiesce::experiments

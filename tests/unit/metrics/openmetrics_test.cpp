@@ -29,7 +29,8 @@ std::string run(const std::string& command) {
   if (!pipe) throw std::runtime_error("popen failed: " + command);
   std::string out;
   std::array<char, 4096> buf{};
-  while (const std::size_t n = std::fread(buf.data(), 1, buf.size(), pipe.get())) out.append(buf.data(), n);
+  while (const std::size_t n = std::fread(buf.data(), 1, buf.size(), pipe.get()))
+    out.append(buf.data(), n);
   const int status = ::pclose(pipe.release());
   if (status != 0) throw std::runtime_error("failed (" + std::to_string(status) + "): " + command);
   return out;
@@ -55,7 +56,8 @@ const nlohmann::json* sample(const nlohmann::json& families, const std::string& 
   if (!families.contains(family)) return nullptr;
   for (const auto& s : families[family]["samples"]) {
     bool match = s["name"] == name;
-    for (const auto& [k, v] : labels.items()) match = match && s["labels"].value(k, "") == v;
+    for (const auto& [k, v] : labels.items())
+      match = match && s["labels"].value(k, "") == v;
     if (match) return &s;
   }
   return nullptr;
@@ -66,7 +68,8 @@ TEST(OpenMetrics, AStrictParserAcceptsTheScrapeAndItsValuesAreTheStats) {
   const std::string name = "metrics \"q\"\\x\nnext";
   workqueue wq(name, wq_options{.unbound = true});
   log_capture capture;  // the throwing item's report
-  for (int i = 0; i < 10; ++i) ASSERT_TRUE(wq.post([] {}));
+  for (int i = 0; i < 10; ++i)
+    ASSERT_TRUE(wq.post([] {}));
   ASSERT_TRUE(wq.post([] { throw std::runtime_error("counted"); }));
   wq.flush();
   rcu_synchronize(rcu_default_domain());
@@ -77,8 +80,8 @@ TEST(OpenMetrics, AStrictParserAcceptsTheScrapeAndItsValuesAreTheStats) {
 
   const nlohmann::json families = parsed(text);
   const nlohmann::json q = {{"workqueue", name}, {"kind", "unbound"}};
-  for (const char* family : {"quiesce_workqueue_queued", "quiesce_workqueue_executed",
-                             "quiesce_workqueue_exceptions"}) {
+  for (const char* family :
+       {"quiesce_workqueue_queued", "quiesce_workqueue_executed", "quiesce_workqueue_exceptions"}) {
     ASSERT_TRUE(families.contains(family)) << family;
     EXPECT_EQ(families[family]["type"], "counter") << family;
   }
@@ -124,7 +127,8 @@ TEST(OpenMetrics, AStrictParserAcceptsTheScrapeAndItsValuesAreTheStats) {
 // A latency exactly at a bucket bound, and one just past it, land on the right sides.
 TEST(OpenMetrics, BucketsAreCumulativeAndCountWholeBucketsOnly) {
   workqueue wq("metrics_buckets");
-  for (int i = 0; i < 3; ++i) ASSERT_TRUE(wq.post([] {}));
+  for (int i = 0; i < 3; ++i)
+    ASSERT_TRUE(wq.post([] {}));
   wq.flush();
   const nlohmann::json families = parsed(scrape());
   double last = 0;
@@ -144,7 +148,7 @@ TEST(OpenMetrics, BucketsAreCumulativeAndCountWholeBucketsOnly) {
 
 // The parser is strict: text that breaks the format is refused (so the test above can fail).
 TEST(OpenMetrics, TheParserRefusesBrokenText) {
-  EXPECT_THROW(parsed("# TYPE a counter\na_total 1\n"), std::runtime_error);  // no # EOF
+  EXPECT_THROW(parsed("# TYPE a counter\na_total 1\n"), std::runtime_error);   // no # EOF
   EXPECT_THROW(parsed("# TYPE a counter\na 1\n# EOF\n"), std::runtime_error);  // no _total
   EXPECT_THROW(parsed("# TYPE h histogram\nh_bucket{le=\"1\"} 2\nh_bucket{le=\"+Inf\"} 1\n"
                       "h_count 1\nh_sum 1\n# EOF\n"),
@@ -155,7 +159,8 @@ TEST(OpenMetrics, TheParserRefusesBrokenText) {
 TEST(OpenMetrics, ListsTheQueuesAliveAndOnlyThose) {
   const auto names = [] {
     std::vector<std::string> out;
-    for (const wq_stats& s : all_workqueue_stats()) out.push_back(s.name);
+    for (const wq_stats& s : all_workqueue_stats())
+      out.push_back(s.name);
     return out;
   };
   const auto has = [](const std::vector<std::string>& v, const std::string& n) {

@@ -118,15 +118,12 @@ TEST_P(WqExit, ProcessExitsCleanlyUnderValgrind) {
 #endif
 }
 
-INSTANTIATE_TEST_SUITE_P(Scenarios, WqExit,
-                         testing::Values("requeue_system_wq", "requeue_system_unbound_wq",
-                                         "requeue_heap_wq", "requeue_static_wq", "flush_at_exit",
-                                         "delayed_system", "delayed_own", "rearm_mod_delayed",
-                                         "throw_at_exit", "arm_at_exit", "refused_after_exit",
-                                         "static_queue_running_item", "dropped_behind_blocked",
-                                         "posted_at_exit"),
-                         [](const testing::TestParamInfo<const char*>& info) {
-                           return std::string(info.param);
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Scenarios, WqExit,
+    testing::Values("requeue_system_wq", "requeue_system_unbound_wq", "requeue_heap_wq",
+                    "requeue_static_wq", "flush_at_exit", "delayed_system", "delayed_own",
+                    "rearm_mod_delayed", "throw_at_exit", "arm_at_exit", "refused_after_exit",
+                    "static_queue_running_item", "dropped_behind_blocked", "posted_at_exit"),
+    [](const testing::TestParamInfo<const char*>& info) { return std::string(info.param); });
 
 }  // namespace

@@ -57,19 +57,20 @@ TEST_P(Post, EachCallableRunsOnceWithItsOwnCapturesAndIsDestroyed) {
       for (int i = 0; i < per_poster; ++i) {
         const int id = p * per_poster + i;
         auto payload = std::make_unique<int>(id);
-        ASSERT_TRUE(wq.post([&hits, &wrong, id, payload = std::move(payload),
-                             t = tracked(live)] {
+        ASSERT_TRUE(wq.post([&hits, &wrong, id, payload = std::move(payload), t = tracked(live)] {
           if (*payload != id) ++wrong;
           hits[static_cast<std::size_t>(id)].fetch_add(1);
         }));
       }
     });
   }
-  for (auto& t : threads) t.join();
+  for (auto& t : threads)
+    t.join();
   wq.flush();
   EXPECT_EQ(wrong.load(), 0);
   int not_once = 0;
-  for (auto& h : hits) not_once += h.load() != 1;
+  for (auto& h : hits)
+    not_once += h.load() != 1;
   EXPECT_EQ(not_once, 0) << "posted callables that did not run exactly once";
   EXPECT_EQ(live.load(), 0) << "posted callables not destroyed after running";
   const wq_stats s = wq.stats();
@@ -131,7 +132,8 @@ TEST_P(Post, SubmitCarriesTheValueOrTheException) {
   for (int i = 0; i < 1000; ++i) {
     results.push_back(wq.submit([p = std::make_unique<int>(i)] { return *p * 2; }));
   }
-  for (int i = 0; i < 1000; ++i) EXPECT_EQ(results[static_cast<std::size_t>(i)].get(), i * 2);
+  for (int i = 0; i < 1000; ++i)
+    EXPECT_EQ(results[static_cast<std::size_t>(i)].get(), i * 2);
   auto failing = wq.submit([]() -> int { throw std::out_of_range("no value"); });
   EXPECT_THROW(failing.get(), std::out_of_range);
   auto nothing = wq.submit([] {});
@@ -185,10 +187,12 @@ TEST(PostNodes, ThreadsThatPostAndExit) {
     std::vector<std::thread> threads;
     for (int t = 0; t < 4; ++t) {
       threads.emplace_back([&] {
-        for (int i = 0; i < 2000; ++i) ASSERT_TRUE(wq.post([&runs] { ++runs; }));
+        for (int i = 0; i < 2000; ++i)
+          ASSERT_TRUE(wq.post([&runs] { ++runs; }));
       });
     }
-    for (auto& t : threads) t.join();
+    for (auto& t : threads)
+      t.join();
   }
   wq.flush();
   EXPECT_EQ(runs.load(), 3 * 4 * 2000);

@@ -287,8 +287,8 @@ int scenario_posted_at_exit() {
   for (int i = 0; i < 4; ++i) {
     if (!wq.post(repost{&wq, &runs, std::make_unique<int>(i)})) return 2;
   }
-  if (!quiesce::system_unbound_wq().post(repost{&quiesce::system_unbound_wq(), &runs,
-                                                std::make_unique<int>(0)})) {
+  if (!quiesce::system_unbound_wq().post(
+          repost{&quiesce::system_unbound_wq(), &runs, std::make_unique<int>(0)})) {
     return 2;
   }
   g_checker.check = [] {

@@ -37,6 +37,10 @@ struct plot_spec {
   std::vector<std::pair<double, std::string>> xtics = {};
   double xtic_step = 0;  // > 0: a number tick every step (1 for runs); 0: gnuplot's choice
   int height = 540;      // pixels (the width is 960)
+  // Each series in a panel of its own, stacked, sharing the x range and the y range (the
+  // image is `height` pixels per panel): for series that overlap on one axis and cannot be
+  // told apart (the keygc probe's collectors, one after another in time).
+  bool panel_per_series = false;
 };
 
 struct written_plot {

@@ -46,4 +46,22 @@ struct bought_row {
 // The section body: one table row per figure, then the rule in a sentence.
 std::string bought_markdown(const std::vector<bought_row>& rows);
 
+// An experiment's "Ours:" sentence, by the same rule: each of `judged` (its bought() rows)
+// with its medians, change and verdict; then every row of `judged` and `watched` (other
+// figures the experiment reports, `seed_way` their better direction) whose median moved
+// the wrong way, named as worse after the fix, with "beyond noise" when the ranges do not
+// overlap - or "none got worse".
+std::string ours_sentence(const std::vector<bought_row>& judged,
+                          const std::vector<bought_row>& watched = {});
+
+// A figure `ours_sentence` watches: not a seed's, `good` its better direction.
+bought_row watched(std::string metric, better good, run_spread before, run_spread after);
+// A figure measured once (every run pooled) as a spread of one value.
+inline run_spread pooled(double value) {
+  return run_spread{{value}};
+}
+
+// True if the median of `r` moved against its better direction.
+bool got_worse(const bought_row& r);
+
 }  // namespace quiesce::experiments
