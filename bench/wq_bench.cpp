@@ -5,7 +5,11 @@
 //   (b) post-to-start latency of one item posted to an idle pool (p50 / p99 / p99.9 over
 //       2,000 posts; between posts the poster sleeps 200 us so the pool is idle again);
 //   (c) quiesce alone, how cost grows with work: throughput for 10^3 .. 10^7 items, and
-//       queue-to-start percentiles of a burst of 1 .. 100,000 items queued at once.
+//       queue-to-start percentiles of a burst of 1 .. 100,000 items queued at once;
+//   (d) round trips (the kernel's lib/test_workqueue.c shape): producers each post an item
+//       and wait for it to finish, 100,000 in all;
+//   (e) post-to-start latency as (b), while one CPU-bound thread per CPU spins at normal
+//       priority: quiesce's highpri per-CPU queue against the peers' pools.
 // Peers (Debian packages): oneTBB task_arena with 2 threads, Boost.Asio thread_pool(2),
 // and a plain mutex + condition_variable pool of 2 threads.
 // One repetition is one run of the loop (Iterations(1)); repeat with
@@ -301,6 +305,148 @@ void latency_mutex_pool(benchmark::State& state) {
   latency_loop(state, [&](std::function<void()> f) { pool.post(std::move(f)); });
 }
 BENCHMARK(latency_mutex_pool)->Apply(latency_args);
+
+// ---- (d) round trips: the kernel's own benchmark shape ----
+// lib/test_workqueue.c (2026): each of N producers queues an item and waits for it to
+// finish, again and again. Here every runtime does the same through its C++ call - post a
+// lambda that releases a completion the producer waits on (std::atomic wait/notify, a
+// futex) - so the row measures a post, a wake-up, a run and a wake-up back.
+constexpr std::int64_t round_trips = 100'000;
+
+template <typename Post>
+void round_trip_loop(benchmark::State& state, Post post) {
+  const int producers = static_cast<int>(state.range(0));
+  for (auto _ : state) {
+    std::vector<std::thread> threads;
+    for (int p = 0; p < producers; ++p) {
+      threads.emplace_back([&] {
+        for (std::int64_t i = 0; i < round_trips / producers; ++i) {
+          std::atomic<bool> done{false};
+          post([&done] {
+            done.store(true, std::memory_order_release);
+            done.notify_one();
+          });
+          done.wait(false, std::memory_order_acquire);
+        }
+      });
+    }
+    for (auto& t : threads)
+      t.join();
+  }
+  state.SetItemsProcessed(state.iterations() * (round_trips / producers) * producers);
+}
+
+void round_trip_args(benchmark::internal::Benchmark* b) {
+  b->ArgName("producers")->Arg(1)->Arg(2);
+  for (int p = 4; p <= usable_cpus(); p *= 2)
+    b->Arg(p);
+  b->Iterations(1)->Unit(benchmark::kMillisecond)->UseRealTime();
+}
+
+void round_trip_workqueue(benchmark::State& state, quiesce::wq_options options) {
+  quiesce::workqueue wq("bench-rt", options);
+  round_trip_loop(state, [&](auto&& f) { wq.post(std::forward<decltype(f)>(f)); });
+}
+BENCHMARK_CAPTURE(round_trip_workqueue, bound, quiesce::wq_options{})->Apply(round_trip_args);
+BENCHMARK_CAPTURE(round_trip_workqueue, unbound, quiesce::wq_options{.unbound = true})
+    ->Apply(round_trip_args);
+
+void round_trip_tbb(benchmark::State& state) {
+  const int workers = peer_workers();
+  tbb::global_control control(tbb::global_control::max_allowed_parallelism,
+                              workers + static_cast<int>(state.range(0)));
+  tbb::task_arena arena(workers, 0);
+  round_trip_loop(state, [&](auto&& f) { arena.enqueue(std::forward<decltype(f)>(f)); });
+}
+BENCHMARK(round_trip_tbb)->Apply(round_trip_args);
+
+void round_trip_asio(benchmark::State& state) {
+  boost::asio::thread_pool pool(static_cast<std::size_t>(peer_workers()));
+  round_trip_loop(state, [&](auto&& f) { boost::asio::post(pool, std::forward<decltype(f)>(f)); });
+  pool.join();
+}
+BENCHMARK(round_trip_asio)->Apply(round_trip_args);
+
+void round_trip_mutex_pool(benchmark::State& state) {
+  mutex_pool pool(peer_workers());
+  round_trip_loop(state, [&](auto&& f) { pool.post(std::forward<decltype(f)>(f)); });
+}
+BENCHMARK(round_trip_mutex_pool)->Apply(round_trip_args);
+
+// ---- (e) post -> start under load: what a priority buys ----
+// One CPU-bound thread per usable CPU, each pinned to its CPU at normal priority, spins
+// for the whole run; the poster posts one item at a time as in (b). quiesce posts to a
+// highpri per-CPU queue (workers at nice -20, the kernel's WQ_HIGHPRI; without the
+// privilege to raise priority they stay at nice 0 and the row shows it); the peers' pools
+// have no priority to give. machine.md: on these guests the floor is the host's
+// scheduling of the vCPUs, below that the guest's wake-up preemption.
+class cpu_load {
+ public:
+  cpu_load() {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    ::sched_getaffinity(0, sizeof(set), &set);
+    for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+      if (!CPU_ISSET(cpu, &set)) continue;
+      spinners_.emplace_back([this, cpu] {
+        cpu_set_t one;
+        CPU_ZERO(&one);
+        CPU_SET(cpu, &one);
+        ::pthread_setaffinity_np(::pthread_self(), sizeof(one), &one);
+        while (!stop_.load(std::memory_order_relaxed)) {
+          for (int i = 0; i < 1000; ++i)
+            benchmark::DoNotOptimize(i);
+        }
+      });
+    }
+  }
+  ~cpu_load() {
+    stop_.store(true, std::memory_order_relaxed);
+    for (auto& t : spinners_)
+      t.join();
+  }
+  cpu_load(const cpu_load&) = delete;
+  cpu_load& operator=(const cpu_load&) = delete;
+
+ private:
+  std::atomic<bool> stop_{false};
+  std::vector<std::thread> spinners_;
+};
+
+void loaded_workqueue(benchmark::State& state) {
+  quiesce::workqueue wq("bench-loaded", quiesce::wq_options{.highpri = true});
+  wq.post([] {});  // the pool's first worker exists before the load starts
+  wq.flush();
+  cpu_load load;
+  latency_loop(state, [&](std::function<void()> f) { wq.post(std::move(f)); });
+  wq.flush();
+}
+BENCHMARK(loaded_workqueue)->Apply(latency_args);
+
+void loaded_tbb(benchmark::State& state) {
+  tbb::global_control control(tbb::global_control::max_allowed_parallelism, 3);
+  tbb::task_arena arena(2, 0);
+  cpu_load load;
+  latency_loop(state, [&](std::function<void()> f) { arena.enqueue(std::move(f)); });
+}
+BENCHMARK(loaded_tbb)->Apply(latency_args);
+
+void loaded_asio(benchmark::State& state) {
+  boost::asio::thread_pool pool(2);
+  {
+    cpu_load load;
+    latency_loop(state, [&](std::function<void()> f) { boost::asio::post(pool, std::move(f)); });
+  }
+  pool.join();
+}
+BENCHMARK(loaded_asio)->Apply(latency_args);
+
+void loaded_mutex_pool(benchmark::State& state) {
+  mutex_pool pool(2);
+  cpu_load load;
+  latency_loop(state, [&](std::function<void()> f) { pool.post(std::move(f)); });
+}
+BENCHMARK(loaded_mutex_pool)->Apply(latency_args);
 
 // ---- (c) how cost grows with work (quiesce only) ----
 

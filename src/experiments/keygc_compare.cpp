@@ -246,7 +246,8 @@ std::vector<bought_row> keygc_comparison_result::bought() const {
            .seed_way = better::higher,
            .before = baseline_total_ms,
            .after = patched_total_ms,
-           .note = {}}};
+           .note = {},
+           .good_way = better::lower}};
 }
 
 std::string keygc_comparison_result::text() const {

@@ -128,6 +128,35 @@ std::vector<row_spec> row_specs() {
             wq("mutex+condvar", "throughput_mutex_pool" + suffix)}});
     }
   }
+  // Round trips (the kernel's lib/test_workqueue.c shape): post, wait for it to finish.
+  for (const int producers : {1, 2}) {
+    const std::string suffix = fmt::format("/producers:{}", producers);
+    const std::string from = producers == 1 ? "one thread" : "two threads";
+    for (const char* queue : {"bound", "unbound"}) {
+      rows.push_back(
+          {fmt::format("100k round trips (post, wait) from {}, {}", from, queue),
+           "M round trips/s",
+           better::higher,
+           "items_per_second",
+           1e-6,
+           wq("quiesce", fmt::format("round_trip_workqueue/{}{}", queue, suffix)),
+           {wq("oneTBB", "round_trip_tbb" + suffix), wq("Boost.Asio", "round_trip_asio" + suffix),
+            wq("mutex+condvar", "round_trip_mutex_pool" + suffix)}});
+    }
+  }
+  // Latency under load: a CPU-bound thread per CPU at normal priority; quiesce's highpri
+  // per-CPU queue against the peers' pools (which have no priority to give).
+  for (const char* pct : {"p50", "p99", "p99.9"}) {
+    rows.push_back(
+        {fmt::format("post -> start under load (a spinner per CPU), {}, highpri bound", pct),
+         "us",
+         better::lower,
+         fmt::format("{}_us", pct),
+         1.0,
+         wq("quiesce", "loaded_workqueue"),
+         {wq("oneTBB", "loaded_tbb"), wq("Boost.Asio", "loaded_asio"),
+          wq("mutex+condvar", "loaded_mutex_pool")}});
+  }
   for (const char* queue : {"bound", "unbound"}) {
     for (const char* pct : {"p50", "p99"}) {
       rows.push_back({fmt::format("post -> start, idle pool, {}, {}", pct, queue),
@@ -421,8 +450,8 @@ peers_result run_peers(const peers_options& options) {
   if (options.repetitions < 1) throw std::invalid_argument("repetitions: at least 1");
   const std::uint64_t started = now_ns();
   const fs::path dir = options.bench_dir.empty() ? self_dir() : options.bench_dir;
-  std::string wq_filter = "^(throughput|latency)_";
-  if (options.growth) wq_filter = "^(throughput|latency|scaling|burst)_";
+  std::string wq_filter = "^(throughput|latency|round_trip|loaded)_";
+  if (options.growth) wq_filter = "^(throughput|latency|round_trip|loaded|scaling|burst)_";
   std::map<std::string, runs> by_program;
   fmt::print(stderr, "quiesce bench peers: running bench_wq ({} repetitions)...\n",
              options.repetitions);

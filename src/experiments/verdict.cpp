@@ -81,8 +81,8 @@ bought_row watched(std::string metric, better good, run_spread before, run_sprea
 
 bool got_worse(const bought_row& r) {
   if (r.before.runs.empty() || r.after.runs.empty()) return false;
-  return r.seed_way == better::lower ? r.after.median() > r.before.median()
-                                     : r.after.median() < r.before.median();
+  return r.good_way.value_or(r.seed_way) == better::lower ? r.after.median() > r.before.median()
+                                                          : r.after.median() < r.before.median();
 }
 
 std::string ours_sentence(const std::vector<bought_row>& judged,
@@ -100,8 +100,9 @@ std::string ours_sentence(const std::vector<bought_row>& judged,
     for (const bought_row& r : *rows) {
       if (!got_worse(r)) continue;
       // Beyond noise when the ranges do not overlap (the rule, in the wrong direction).
-      const bool apart = r.seed_way == better::lower ? r.after.min() > r.before.max()
-                                                     : r.after.max() < r.before.min();
+      const bool apart = r.good_way.value_or(r.seed_way) == better::lower
+                             ? r.after.min() > r.before.max()
+                             : r.after.max() < r.before.min();
       worse += fmt::format("{}{} {:.4g} -> {:.4g} ({:+.1f}%, {})", worse.empty() ? "" : "; ",
                            r.metric, r.before.median(), r.after.median(), r.change_pct(),
                            apart ? "beyond noise" : "within noise");

@@ -84,9 +84,9 @@ TEST(Verdict, OursSentenceNamesWhatGotWorse) {
   EXPECT_NE(none.find("Worse after the fix: none."), std::string::npos) << none;
 
   const std::string worse = ours_sentence(
-      {runnable, cold}, {watched("read p99, us", better::lower, of({300, 330, 360}),
-                                 of({500, 594, 700})),
-                         watched("probe max, us", better::lower, pooled(10), pooled(9))});
+      {runnable, cold},
+      {watched("read p99, us", better::lower, of({300, 330, 360}), of({500, 594, 700})),
+       watched("probe max, us", better::lower, pooled(10), pooled(9))});
   EXPECT_NE(worse.find("cold start, ms (through the mount) 340 -> 350 (+2.9%), not reproduced"),
             std::string::npos)
       << worse;
@@ -95,6 +95,20 @@ TEST(Verdict, OursSentenceNamesWhatGotWorse) {
             std::string::npos)
       << worse;
   EXPECT_EQ(worse.find("probe max"), std::string::npos) << "it got better: " << worse;
+  // A price the seed paid (its figure went up) is still better lower: cheaper is no worse.
+  bought_row price{.seed = "000",
+                   .metric = "total time",
+                   .published = "+2.2%",
+                   .seed_way = better::higher,
+                   .before = of({120, 122}),
+                   .after = of({90, 93}),
+                   .note = {},
+                   .good_way = better::lower};
+  EXPECT_EQ(price.judged(), verdict::not_reproduced);
+  EXPECT_FALSE(got_worse(price));
+  EXPECT_NE(ours_sentence({price}).find("Worse after the fix: none."), std::string::npos);
+  price.after = of({130, 131});
+  EXPECT_TRUE(got_worse(price));
   EXPECT_TRUE(got_worse(watched("x", better::higher, of({2}), of({1}))));
   EXPECT_FALSE(got_worse(watched("x", better::higher, of({1}), of({2}))));
   EXPECT_FALSE(got_worse(watched("x", better::lower, of({}), of({2}))));

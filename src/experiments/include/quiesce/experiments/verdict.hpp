@@ -5,6 +5,7 @@
 #pragma once
 
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -35,6 +36,9 @@ struct bought_row {
   better seed_way = better::lower;
   run_spread before, after;  // per run: the bug, the fix
   std::string note;          // what the columns measure when that differs, or empty
+  // The better direction, when it is not the seed's: a price the seed paid (total time,
+  // +2.2%) is better lower all the same. Unset: seed_way.
+  std::optional<better> good_way = std::nullopt;
 
   verdict judged() const { return judge(before, after, seed_way); }
   // The change of the medians, in percent of before's (0 when before's is 0).
@@ -61,7 +65,7 @@ inline run_spread pooled(double value) {
   return run_spread{{value}};
 }
 
-// True if the median of `r` moved against its better direction.
+// True if the median of `r` moved against its better direction (good_way, else seed_way).
 bool got_worse(const bought_row& r);
 
 }  // namespace quiesce::experiments
