@@ -78,6 +78,10 @@ struct key {
   quiesce::detail::mutex keyring_lock{"keys keyring_lock"};
   // A: RCU-protected (keyrings only), written under keyring_lock.
   std::atomic<link_set*> links{nullptr};
+
+  // Keys live in the key jar (key_jar.cpp), as the kernel's do in its key_jar cache.
+  static void* operator new(std::size_t size);
+  static void operator delete(void* p, std::size_t size) noexcept;
 };
 
 struct store_state {
