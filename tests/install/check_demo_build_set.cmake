@@ -34,7 +34,11 @@ execute_process(COMMAND ninja -C ${WORK_DIR} -t commands ${targets} RESULT_VARIA
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "ninja -t commands ${targets} failed:\n${err}")
 endif()
-foreach(forbidden "/tests/" "gtest" "mutant" "test_")
+# Paths as the plan names them: the build directory (which may itself lie under a tests/
+# folder) becomes <build>, the source directory <src>.
+string(REPLACE "${WORK_DIR}" "<build>" commands "${commands}")
+string(REPLACE "${SOURCE_DIR}" "<src>" commands "${commands}")
+foreach(forbidden "<src>/tests/" "<build>/tests/" " tests/" "gtest" "mutant" "bin/test_")
   string(FIND "${commands}" "${forbidden}" at)
   if(NOT at EQUAL -1)
     string(SUBSTRING "${commands}" ${at} 200 context)

@@ -92,6 +92,18 @@ TEST(Experiments, KeygcComparisonAtATinySize) {
   EXPECT_EQ(bought[0].before.runs.size(), 1u);
   EXPECT_EQ(bought[0].after.runs.size(), 1u);
   EXPECT_DOUBLE_EQ(bought[1].before.median(), r.baseline.total_ms());
+
+  // A kernel column whose expired phase was skipped sums one phase beside quiesce's two:
+  // its combined and total cells say so.
+  keygc_comparison_result with_kernel = r;
+  kernel_keygc_result k;
+  k.kernel = "test";
+  k.unused.exec_ns.add(1e6);
+  k.expired.skipped = "gc_delay not writable";
+  with_kernel.kernel = k;
+  const std::string md = with_kernel.markdown();
+  EXPECT_NE(md.find("| total task time, ms | 1.0 (unused phase only) |"), std::string::npos) << md;
+  EXPECT_EQ(r.markdown().find("phase only"), std::string::npos);
 }
 
 TEST(Experiments, SweepAtATinySize) {
