@@ -113,6 +113,32 @@ void quiesce_qsbr_obj_retire_until_barrier(benchmark::State& state) {
 }
 BENCHMARK(quiesce_qsbr_obj_retire_until_barrier)->Unit(benchmark::kMillisecond)->UseRealTime();
 
+// The flood: 64-byte objects retired to the default domain for 1 s while a reader runs.
+std::atomic<std::int64_t> g_flood_freed{0};
+struct flood_obj {
+  char bytes[64];
+};
+struct flood_delete {
+  void operator()(flood_obj* p) const {
+    delete p;
+    g_flood_freed.fetch_add(1, std::memory_order_relaxed);
+  }
+};
+void quiesce_retire_flood(benchmark::State& state) {
+  rcu_bench::retire_flood(
+      state, [] { quiesce::rcu_retire(new flood_obj, flood_delete{}); },
+      [](std::atomic<bool>& stop) {
+        quiesce::rcu_domain& d = rcu_default_domain();
+        while (!stop.load(std::memory_order_relaxed)) {
+          d.lock();
+          benchmark::ClobberMemory();
+          d.unlock();
+        }
+      },
+      [] { quiesce::rcu_barrier(); }, g_flood_freed);
+}
+BENCHMARK(quiesce_retire_flood)->Iterations(1)->Unit(benchmark::kMillisecond)->UseRealTime();
+
 }  // namespace
 
 BENCHMARK_MAIN();

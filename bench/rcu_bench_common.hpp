@@ -4,9 +4,13 @@
 
 #include <benchmark/benchmark.h>
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <thread>
 #include <vector>
 
@@ -48,6 +52,65 @@ void synchronize_latency(benchmark::State& state, Sync sync, ReaderLoop reader_l
     t.join();
   state.counters["p50_us"] = static_cast<double>(h.percentile(50)) / 1e3;
   state.counters["p99_us"] = static_cast<double>(h.percentile(99)) / 1e3;
+}
+
+// A retire flood: one thread retires 64-byte objects as fast as it can for flood_ns while
+// a reader thread runs read-side sections; `retire()` allocates and retires one object
+// whose deleter counts `freed`. Reports the peak of objects retired and not yet freed
+// (sampled every 256 retires) and the peak growth of the resident set over the run
+// (/proc/self/statm, sampled every millisecond by a thread of its own), and the rate.
+inline constexpr std::uint64_t flood_ns = 1'000'000'000;
+
+inline std::int64_t resident_bytes() {
+  std::FILE* f = std::fopen("/proc/self/statm", "r");
+  long size = 0, resident = 0;
+  if (f != nullptr) {
+    if (std::fscanf(f, "%ld %ld", &size, &resident) != 2) resident = 0;
+    std::fclose(f);
+  }
+  return resident * static_cast<std::int64_t>(::sysconf(_SC_PAGESIZE));
+}
+
+template <typename Retire, typename ReaderLoop, typename Barrier>
+void retire_flood(benchmark::State& state, Retire retire, ReaderLoop reader_loop, Barrier barrier,
+                  const std::atomic<std::int64_t>& freed) {
+  std::atomic<bool> stop{false};
+  std::thread reader([&] { reader_loop(stop); });
+  std::int64_t peak_pending = 0, peak_rss = 0, retired = 0;
+  for (auto _ : state) {
+    barrier();
+    const std::int64_t rss0 = resident_bytes();
+    const std::int64_t freed0 = freed.load();
+    std::atomic<bool> sampling{true};
+    std::atomic<std::int64_t> rss_peak{rss0};
+    std::thread sampler([&] {
+      while (sampling.load(std::memory_order_relaxed)) {
+        const std::int64_t r = resident_bytes();
+        if (r > rss_peak.load()) rss_peak.store(r);
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+    });
+    const std::uint64_t end = quiesce::now_ns() + flood_ns;
+    std::int64_t n = 0;
+    while (quiesce::now_ns() < end) {
+      for (int i = 0; i < 256; ++i)
+        retire();
+      n += 256;
+      peak_pending = std::max(peak_pending, n - (freed.load(std::memory_order_relaxed) - freed0));
+    }
+    sampling = false;
+    sampler.join();
+    barrier();
+    retired += n;
+    peak_rss = std::max(peak_rss, rss_peak.load() - rss0);
+  }
+  stop = true;
+  reader.join();
+  state.counters["peak_unreclaimed"] = static_cast<double>(peak_pending);
+  state.counters["peak_rss_mib"] = static_cast<double>(peak_rss) / (1 << 20);
+  state.counters["retires_per_s"] = static_cast<double>(retired) /
+                                    (static_cast<double>(flood_ns) / 1e9) /
+                                    static_cast<double>(state.iterations());
 }
 
 }  // namespace rcu_bench

@@ -61,4 +61,36 @@ void urcu_memb_call_rcu_until_barrier(benchmark::State& state) {
 }
 BENCHMARK(urcu_memb_call_rcu_until_barrier)->Unit(benchmark::kMillisecond)->UseRealTime();
 
+// The flood, through call_rcu (which has no bound on its backlog).
+std::atomic<std::int64_t> g_flood_freed{0};
+struct flood_node {
+  rcu_head head;
+  char bytes[64 - sizeof(rcu_head)];
+};
+void free_flood_node(rcu_head* h) {
+  std::free(caa_container_of(h, flood_node, head));
+  g_flood_freed.fetch_add(1, std::memory_order_relaxed);
+}
+void urcu_memb_call_rcu_flood(benchmark::State& state) {
+  urcu_memb_register_thread();
+  rcu_bench::retire_flood(
+      state,
+      [] {
+        auto* n = static_cast<flood_node*>(std::malloc(sizeof(flood_node)));
+        urcu_memb_call_rcu(&n->head, free_flood_node);
+      },
+      [](std::atomic<bool>& stop) {
+        urcu_memb_register_thread();
+        while (!stop.load(std::memory_order_relaxed)) {
+          urcu_memb_read_lock();
+          benchmark::ClobberMemory();
+          urcu_memb_read_unlock();
+        }
+        urcu_memb_unregister_thread();
+      },
+      [] { urcu_memb_barrier(); }, g_flood_freed);
+  urcu_memb_unregister_thread();
+}
+BENCHMARK(urcu_memb_call_rcu_flood)->Iterations(1)->Unit(benchmark::kMillisecond)->UseRealTime();
+
 }  // namespace

@@ -27,6 +27,15 @@
 //    callback runs on the domain's callback thread, after one grace period per batch.
 //    While callbacks stream in, batches start at most once per millisecond (so a callback
 //    may wait up to ~1 ms plus a grace period; liburcu waits 10 ms).
+//  - Memory under a retire flood: the callbacks of a domain queued and not yet run are
+//    bounded. A retire()/rcu_retire()/rcu_call() that finds rcu_callback_limit() of them
+//    (default 1,048,576; the kernel's qhimark idea) waits until the callback thread - which
+//    then runs batches back to back - has run all but half - when the calling thread may
+//    wait without holding up a grace period: in no read-side critical section of the
+//    default domain, offline in QSBR, and not the callback thread. Elsewhere (inside a
+//    section, online in QSBR, any Tasks caller) it queues past the limit and never
+//    blocks. So a thread that retires outside its sections never has more than the limit
+//    of its domain's callbacks pending (liburcu's call_rcu has no bound).
 //  - Whether rcu_synchronize()/rcu_barrier() may be called inside a read-side section
 //    (undefined there, a deadlock in general): quiesce reports it through the log sink
 //    ("rcu_synchronize() called inside a read-side critical section") and returns at once
@@ -79,6 +88,7 @@
 #pragma once
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -351,6 +361,11 @@ class rcu_voluntary_block {
 // call_rcu: runs fn on the domain's callback thread after a grace period. Throws
 // std::bad_alloc (nothing scheduled) or std::invalid_argument for an empty fn.
 void rcu_call(rcu_domain& domain, std::function<void()> fn);
+
+// The flood bound above, for every domain: callbacks queued and not yet run past which a
+// thread that may wait does, until half are left. Throws std::invalid_argument for 0.
+void set_rcu_callback_limit(std::size_t limit);
+std::size_t rcu_callback_limit() noexcept;
 
 // Polling (liburcu 0.14's start_poll_synchronize_rcu / poll_state_synchronize_rcu): a cookie
 // taken now names the first grace period that starts after it; rcu_poll_done() says

@@ -222,6 +222,16 @@ std::vector<row_spec> row_specs() {
                   1e-6,
                   rcu("quiesce", "quiesce_qsbr_obj_retire_until_barrier"),
                   {rcu("liburcu qsbr", "urcu_qsbr_call_rcu_until_barrier")}});
+  // A retire flood for 1 s beside a reader: what it holds unreclaimed. (bench_rcu also
+  // prints the resident set's growth, which only a process's first flood shows: later
+  // ones reuse what malloc kept.)
+  rows.push_back({"retire flood (1 s, one thread, a reader): peak unreclaimed, default",
+                  "k objects",
+                  better::lower,
+                  "peak_unreclaimed",
+                  1e-3,
+                  rcu("quiesce", "quiesce_retire_flood"),
+                  {rcu("liburcu memb", "urcu_memb_call_rcu_flood")}});
   return rows;
 }
 

@@ -28,6 +28,10 @@ namespace {
 
 constexpr std::uint64_t coalesce_ns = 1'000'000;  // a rate limit, not a synchronisation
 
+// set_rcu_callback_limit(): per domain, callbacks queued and not yet run past which a
+// thread that may wait does (the kernel's qhimark idea).
+std::atomic<std::size_t> g_callback_limit{std::size_t{1} << 20};  // A
+
 // A node that signals a waiter when the callback thread reaches it (rcu_barrier).
 struct barrier_node final : rcu_head {
   barrier_node() { _Qrcu_func = &signal; }
@@ -153,6 +157,13 @@ void run_batch(rcu_state& st, rcu_head* fifo, std::uint64_t count, bool top) {
     cb.in_hand.store(nullptr, std::memory_order_release);
     leave_busy(cb);
   }
+  // Every callback of the batch has returned (a nested barrier ran the rest): count them,
+  // then let threads waiting for the backlog look again.
+  cb.finished.fetch_add(count, std::memory_order_seq_cst);
+  if (cb.backlog_waiters.load(std::memory_order_seq_cst) != 0) {
+    cb.drained.fetch_add(1, std::memory_order_seq_cst);
+    futex_wake_all(cb.drained);
+  }
 }
 
 void* callback_thread(void* arg) {
@@ -171,8 +182,9 @@ void* callback_thread(void* arg) {
       // stream of retires pays for few grace periods and frees memory in bulk (liburcu's
       // call_rcu thread waits 10 ms; batches of a few callbacks made malloc the bottleneck:
       // 4.1 -> 6.0 M retires/s). A callback after a quiet spell starts its batch at once.
+      // Threads waiting for a backlog to drain: no coalescing, batches back to back.
       const std::uint64_t since = now_ns() - last_batch_ns;
-      if (since < coalesce_ns) {
+      if (since < coalesce_ns && cb.backlog_waiters.load(std::memory_order_seq_cst) == 0) {
         std::this_thread::sleep_for(std::chrono::nanoseconds(coalesce_ns - since));
       }
       last_batch_ns = now_ns();
@@ -295,8 +307,60 @@ void barrier_from_callback(rcu_state& st) {
   --tls_barrier_depth;
 }
 
+namespace {
+
+// Whether a thread queueing a callback may wait for the domain's backlog to drain. It must
+// not hold up a grace period while it waits: no read-side critical section of the domain
+// (default domain), offline (QSBR: an online thread that waits stalls the grace periods
+// the callbacks need), never for Tasks (every running thread is a Tasks reader); and it
+// must not be the callback thread, the one draining.
+bool may_wait_for_backlog(rcu_state& st) noexcept {
+  if (on_callback_thread_of(st)) return false;
+  switch (st.kind) {
+    case rcu_kind::memb:
+      return (tls_memb.word.load(std::memory_order_relaxed) & memb_nest_mask) == 0;
+    case rcu_kind::qsbr:
+      return !rcu_thread_is_online(st.domain);
+    case rcu_kind::tasks:
+      break;
+  }
+  return false;
+}
+
+std::uint64_t backlog(const rcu_callbacks& cb) noexcept {
+  const std::uint64_t q = cb.queued.load(std::memory_order_seq_cst);
+  const std::uint64_t f = cb.finished.load(std::memory_order_seq_cst);
+  return q > f ? q - f : 0;
+}
+
+// Waits until the backlog is under half the limit (the callback thread runs batches back
+// to back meanwhile). A voluntary block: a worker's pool may start another worker.
+void wait_for_backlog(rcu_state& st, std::uint64_t limit) noexcept {
+  rcu_callbacks& cb = st.callbacks;
+  rcu_voluntary_block blocking;
+  cb.backlog_waiters.fetch_add(1, std::memory_order_seq_cst);
+  for (;;) {
+    const std::uint32_t seen = cb.drained.load(std::memory_order_seq_cst);
+    if (backlog(cb) < limit / 2 + 1) break;
+    futex_wait(cb.drained, seen);
+  }
+  cb.backlog_waiters.fetch_sub(1, std::memory_order_seq_cst);
+}
+
+}  // namespace
+
 void rcu_enqueue(rcu_domain& domain, rcu_head* head) noexcept {
   rcu_state& st = state_of(domain);
+  rcu_callbacks& cb = st.callbacks;
+  if (const std::uint64_t limit = g_callback_limit.load(std::memory_order_relaxed);
+      backlog(cb) >= limit && !mutant::rcu_flood_uncapped && may_wait_for_backlog(st))
+      [[unlikely]] {
+    wait_for_backlog(st, limit);
+  }
+  enqueue_node(st, head);
+}
+
+void enqueue_node(rcu_state& st, rcu_head* head) noexcept {
   rcu_callbacks& cb = st.callbacks;
   if (!cb.started.load(std::memory_order_acquire)) [[unlikely]] {
     if (const int err = start_callback_thread(st); err != 0) {
@@ -339,6 +403,15 @@ void rcu_call(rcu_domain& domain, std::function<void()> fn) {
   detail::rcu_enqueue(domain, node.release());
 }
 
+void set_rcu_callback_limit(std::size_t limit) {
+  if (limit == 0) throw std::invalid_argument("limit: at least 1 callback");
+  detail::g_callback_limit.store(limit, std::memory_order_relaxed);
+}
+
+std::size_t rcu_callback_limit() noexcept {
+  return detail::g_callback_limit.load(std::memory_order_relaxed);
+}
+
 void rcu_barrier(rcu_domain& domain) noexcept {
   detail::rcu_state& st = detail::state_of(domain);
   if (detail::barrier_inside_reader(st)) return;
@@ -352,7 +425,7 @@ void rcu_barrier(rcu_domain& domain) noexcept {
   me.list();  // the callback thread must run a grace period first: we block
   if constexpr (detail::mutant::rcu_barrier_no_wait) return;
   detail::barrier_node node;
-  detail::rcu_enqueue(domain, &node);
+  detail::enqueue_node(st, &node);  // a barrier is not a flood: it never waits to queue
   while (node.done.load(std::memory_order_acquire) == 0)
     detail::futex_wait(node.done, 0);
 }

@@ -54,6 +54,8 @@ inline constexpr bool rcu_unregister_early = QUIESCE_MUTANT(RCU_UNREGISTER_EARLY
 inline constexpr bool rcu_membarrier_fallback = QUIESCE_MUTANT(RCU_MEMBARRIER_FALLBACK);
 // a cookie's grace-period number is read with no full fence after the caller's removal
 inline constexpr bool rcu_cookie_no_fence = QUIESCE_MUTANT(RCU_COOKIE_NO_FENCE);
+// a retire past the callback limit never waits for the backlog to drain
+inline constexpr bool rcu_flood_uncapped = QUIESCE_MUTANT(RCU_FLOOD_UNCAPPED);
 }  // namespace mutant
 
 // Linux's TASK_COMM_LEN: a thread name and its terminating NUL.
@@ -135,6 +137,13 @@ struct rcu_callbacks {
   // W: the callback thread's; a fork child handler reads it while the thread is paused.
   std::atomic<rcu_head*> in_hand{nullptr};
   std::atomic<std::uint64_t> queued{0}, invoked{0}, batches{0}, exceptions{0};  // A
+  // A flood (rcu.hpp, set_rcu_callback_limit): callbacks that have run to completion;
+  // threads waiting for the backlog to drain, and the word they sleep on, bumped (and
+  // woken) after each batch while any waits. Dekker between a waiter (waiters, then
+  // finished) and the thread (finished, then waiters), all seq_cst.
+  std::atomic<std::uint64_t> finished{0};         // A
+  std::atomic<std::uint32_t> backlog_waiters{0};  // A
+  std::atomic<std::uint32_t> drained{0};          // A
 };
 
 // How many scans a grace period spins for its last holdouts before it sleeps
@@ -239,6 +248,8 @@ class offline_for_wait {
 };
 
 rcu_state& state_of(rcu_domain& d) noexcept;
+// Queues a callback node, never waiting (rcu_enqueue waits first under a flood).
+void enqueue_node(rcu_state& st, rcu_head* head) noexcept;
 rcu_state& state_of(rcu_kind k) noexcept;
 std::span<rcu_state* const> all_states() noexcept;  // the three domains
 
