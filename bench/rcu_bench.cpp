@@ -51,17 +51,19 @@ void quiesce_qsbr_quiescent_state(benchmark::State& state) {
 }
 BENCHMARK(quiesce_qsbr_quiescent_state)->Threads(1)->Threads(2);
 
+// A reader thread's loop: default-domain read-side sections until `stop`.
+void busy_reader(std::atomic<bool>& stop) {
+  quiesce::rcu_domain& d = rcu_default_domain();
+  while (!stop.load(std::memory_order_relaxed)) {
+    d.lock();
+    benchmark::ClobberMemory();
+    d.unlock();
+  }
+}
+
 void quiesce_synchronize(benchmark::State& state) {
   rcu_bench::synchronize_latency(
-      state, [] { quiesce::rcu_synchronize(rcu_default_domain()); },
-      [](std::atomic<bool>& stop) {
-        quiesce::rcu_domain& d = rcu_default_domain();
-        while (!stop.load(std::memory_order_relaxed)) {
-          d.lock();
-          benchmark::ClobberMemory();
-          d.unlock();
-        }
-      });
+      state, [] { quiesce::rcu_synchronize(rcu_default_domain()); }, busy_reader);
 }
 BENCHMARK(quiesce_synchronize)->Arg(0)->Arg(2)->Iterations(1)->Unit(benchmark::kMillisecond);
 
@@ -126,15 +128,7 @@ struct flood_delete {
 };
 void quiesce_retire_flood(benchmark::State& state) {
   rcu_bench::retire_flood(
-      state, [] { quiesce::rcu_retire(new flood_obj, flood_delete{}); },
-      [](std::atomic<bool>& stop) {
-        quiesce::rcu_domain& d = rcu_default_domain();
-        while (!stop.load(std::memory_order_relaxed)) {
-          d.lock();
-          benchmark::ClobberMemory();
-          d.unlock();
-        }
-      },
+      state, [] { quiesce::rcu_retire(new flood_obj, flood_delete{}); }, busy_reader,
       [] { quiesce::rcu_barrier(); }, g_flood_freed);
 }
 BENCHMARK(quiesce_retire_flood)->Iterations(1)->Unit(benchmark::kMillisecond)->UseRealTime();

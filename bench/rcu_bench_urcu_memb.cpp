@@ -21,19 +21,21 @@ void urcu_memb_read_lock_unlock(benchmark::State& state) {
 }
 BENCHMARK(urcu_memb_read_lock_unlock)->Threads(1)->Threads(2);
 
+// A reader thread's loop: read-side sections until `stop`.
+void busy_reader(std::atomic<bool>& stop) {
+  urcu_memb_register_thread();
+  while (!stop.load(std::memory_order_relaxed)) {
+    urcu_memb_read_lock();
+    benchmark::ClobberMemory();
+    urcu_memb_read_unlock();
+  }
+  urcu_memb_unregister_thread();
+}
+
 void urcu_memb_synchronize(benchmark::State& state) {
   urcu_memb_register_thread();
   rcu_bench::synchronize_latency(
-      state, [] { urcu_memb_synchronize_rcu(); },
-      [](std::atomic<bool>& stop) {
-        urcu_memb_register_thread();
-        while (!stop.load(std::memory_order_relaxed)) {
-          urcu_memb_read_lock();
-          benchmark::ClobberMemory();
-          urcu_memb_read_unlock();
-        }
-        urcu_memb_unregister_thread();
-      });
+      state, [] { urcu_memb_synchronize_rcu(); }, busy_reader);
   urcu_memb_unregister_thread();
 }
 BENCHMARK(urcu_memb_synchronize)->Arg(0)->Arg(2)->Iterations(1)->Unit(benchmark::kMillisecond);
@@ -79,16 +81,7 @@ void urcu_memb_call_rcu_flood(benchmark::State& state) {
         auto* n = static_cast<flood_node*>(std::malloc(sizeof(flood_node)));
         urcu_memb_call_rcu(&n->head, free_flood_node);
       },
-      [](std::atomic<bool>& stop) {
-        urcu_memb_register_thread();
-        while (!stop.load(std::memory_order_relaxed)) {
-          urcu_memb_read_lock();
-          benchmark::ClobberMemory();
-          urcu_memb_read_unlock();
-        }
-        urcu_memb_unregister_thread();
-      },
-      [] { urcu_memb_barrier(); }, g_flood_freed);
+      busy_reader, [] { urcu_memb_barrier(); }, g_flood_freed);
   urcu_memb_unregister_thread();
 }
 BENCHMARK(urcu_memb_call_rcu_flood)->Iterations(1)->Unit(benchmark::kMillisecond)->UseRealTime();

@@ -98,27 +98,31 @@ class family_writer {
   std::string& out_;
 };
 
-// A family over a list of subjects: `value(subject)` per subject.
+// A family over a list of subjects: its header, then `sample(labels, subject)` per subject.
+template <typename T, typename Sample>
+void family(family_writer& w, std::string_view type, std::string_view name, std::string_view help,
+            const std::vector<std::pair<labels, T>>& subjects, Sample sample) {
+  w.header(name, type, help);
+  for (const auto& [ls, s] : subjects)
+    sample(ls, s);
+}
 template <typename T, typename F>
 void counters(family_writer& w, std::string_view name, std::string_view help,
               const std::vector<std::pair<labels, T>>& subjects, F value) {
-  w.header(name, "counter", help);
-  for (const auto& [ls, s] : subjects)
-    w.counter(name, ls, static_cast<double>(value(s)));
+  family(w, "counter", name, help, subjects,
+         [&](const labels& ls, const T& s) { w.counter(name, ls, static_cast<double>(value(s))); });
 }
 template <typename T, typename F>
 void gauges(family_writer& w, std::string_view name, std::string_view help,
             const std::vector<std::pair<labels, T>>& subjects, F value) {
-  w.header(name, "gauge", help);
-  for (const auto& [ls, s] : subjects)
-    w.gauge(name, ls, static_cast<double>(value(s)));
+  family(w, "gauge", name, help, subjects,
+         [&](const labels& ls, const T& s) { w.gauge(name, ls, static_cast<double>(value(s))); });
 }
 template <typename T, typename F>
 void histograms(family_writer& w, std::string_view name, std::string_view help,
                 const std::vector<std::pair<labels, T>>& subjects, F hist) {
-  w.header(name, "histogram", help);
-  for (const auto& [ls, s] : subjects)
-    w.histogram_ns(name, ls, hist(s));
+  family(w, "histogram", name, help, subjects,
+         [&](const labels& ls, const T& s) { w.histogram_ns(name, ls, hist(s)); });
 }
 
 std::uint64_t started(const wq_stats& s) {
