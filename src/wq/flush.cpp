@@ -21,16 +21,17 @@ void end_instance(wq_impl& wq) noexcept {
 
 namespace {
 
-// The common case of ending an active instance of an unbound queue, without giving up the
+// The common case of activating waiting items as an active one ends, without giving up the
 // pool lock: the domain lock is free (try_lock: the order is domain -> pool, so we may not
-// wait for it here) and no item waits for activation (activating one would take its pool's
-// lock, perhaps ours). Otherwise false, and the caller takes the slow path.
-bool dec_nr_active_fast(active_domain& d) {
+// wait for it here) and every item it lets run goes to our own pool (activating on another
+// would take that pool's lock). Otherwise false, and the caller takes the slow path.
+bool activate_inactive_here(active_domain& d, pool& p) QUIESCE_REQUIRES(p.lock) {
   if (!d.lock.try_lock()) return false;
-  const bool fast = d.inactive.empty();
-  if (fast) --d.nr_active;
+  work_list taken;
+  const bool all = take_inactive_locked(d, taken, &p);
   d.lock.unlock();
-  return fast;
+  activate_taken_locked(p, taken);
+  return all;
 }
 
 }  // namespace
@@ -39,13 +40,21 @@ void end_queued_instance_locked(pwq& q, int color, bool active, detail::unique_l
   wq_impl& wq = *q.wq;
   if (active) {
     active_domain& d = *q.domain;
-    if (d.shares_pool_lock) {
-      d.lock.assert_held();  // the pool lock
-      dec_nr_active_locked(d);
-    } else if (!dec_nr_active_fast(d)) {
-      unlocked(pool_lk, [&] {
-        detail::lock_guard domain_guard(q.domain->lock);
-        dec_nr_active_locked(*q.domain);
+    // The slot back, then a look for waiting items (active_domain::nr_inactive): without a
+    // lock unless one waits. The domain lock comes before the pool lock: ours is dropped.
+    const int now_active = d.nr_active.fetch_sub(1, std::memory_order_seq_cst) - 1;
+    // (The mutant that lets queuers skip waiting items is preempted here, as an ending item
+    // may be: the window in which a slot is free and items still wait.)
+    if (mutant::active_skips_inactive) std::this_thread::yield();
+    if (d.nr_inactive.load(std::memory_order_seq_cst) > 0 && d.should_refill(now_active) &&
+        !activate_inactive_here(d, *q.pool)) {
+      unlocked(pool_lk, [&d] {
+        work_list taken;
+        {
+          detail::lock_guard domain_guard(d.lock);
+          take_inactive_locked(d, taken);
+        }
+        activate_taken(taken);
       });
     }
   }
@@ -76,7 +85,10 @@ bool grab_pending(work& item, bool count_cancel) {
     }
     if (pool* p = state_of(item).queued_pool.load(std::memory_order_seq_cst)) {
       detail::unique_lock guard(p->lock);
-      if (state_of(item).queued_pool.load(std::memory_order_seq_cst) == p) {
+      splice_incoming_locked(*p);  // pushed items are listed from here on
+      // Not listed although queued here: its queuer has not pushed it yet (in transit).
+      if (state_of(item).queued_pool.load(std::memory_order_seq_cst) == p &&
+          state_of(item).on_list) {
         static_cast<work_list*>(state_of(item).on_list)->erase(&item);
         state_of(item).on_list = nullptr;
         state_of(item).queued_pool.store(nullptr, std::memory_order_seq_cst);
@@ -92,6 +104,7 @@ bool grab_pending(work& item, bool count_cancel) {
       if (state_of(item).inactive_in.load(std::memory_order_seq_cst) == d) {
         d->inactive.erase(&item);
         state_of(item).inactive_in.store(nullptr, std::memory_order_seq_cst);
+        d->nr_inactive.fetch_sub(1, std::memory_order_seq_cst);
         pwq& q = *state_of(item).pwq_of;
         const int color = state_of(item).color;
         count(*q.wq);
@@ -167,15 +180,15 @@ void workqueue::flush() {
   }
   detail::wait_scope blocking;  // waiting for the flush mutex blocks too
   detail::lock_guard guard(impl_->flush_mutex);
-  // Flip every pwq's color under its domain lock, the lock queueing assigns colors under:
-  // items queued from now on get the other color, and we wait for the old one to drain
-  // (kernel: flush colors). Flushers are serialised, so two colors do.
+  // Flip every pwq's color: items queued from now on get the other color, and we wait for
+  // the old one to drain (kernel: flush colors; pwq::color says why a queuer racing the flip
+  // is counted in the right one). Flushers are serialised, so two colors do.
   std::vector<int> flushing;
   flushing.reserve(impl_->pwqs.size());
   for (auto& q : impl_->pwqs) {
-    detail::lock_guard domain_guard(q->domain->lock);
-    flushing.push_back(q->color);
-    q->color ^= 1;
+    const int old = q->color.load(std::memory_order_seq_cst);
+    flushing.push_back(old);
+    q->color.store(old ^ 1, std::memory_order_seq_cst);
   }
   impl_->flushes.fetch_add(1, std::memory_order_seq_cst);
   detail::wait_for_completion([&] {

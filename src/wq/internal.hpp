@@ -28,9 +28,16 @@
 //   W          touched only by the owning worker thread
 //   D          touched only by the watchdog thread (under L(pool) too, where noted)
 //   I          set at construction, read-only after
+//   Q          written by the queuer without a lock before it pushes the item on a pool's
+//              incoming list (a release CAS); read by whoever takes the list under L(pool)
+//              (an acquire exchange), which orders the accesses
 // Lock order: active_domain::lock -> pool::lock -> timer lock. Never the reverse; code
-// that holds a pool lock and needs a (separate) domain lock drops the pool lock first.
-// A per-CPU queue's domain shares its pool's lock, so there is only one lock to take.
+// that holds a pool lock and needs a domain lock drops the pool lock first.
+// The queueing path takes no lock in the common case (issue 29): a queuer counts the item's
+// flush color and its active slot with atomics (pwq::color, active_domain::nr_active),
+// pushes it on its pool's incoming list (pool::incoming) and takes the pool lock only when
+// the pool needs a worker woken (pool::queuer_must_kick). Workers, cancellers and the
+// exit path take that list whole under L(pool) (splice_incoming_locked).
 // No lock of this module is held while calling out: user functions, the log sink, other
 // modules (RCU, the watchdog's registration) are called with every runtime lock released.
 // Where clang can express an L(x), the field carries QUIESCE_GUARDED_BY and the function
@@ -40,6 +47,7 @@
 #include <sys/sysinfo.h>
 #include <sys/types.h>
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
@@ -89,6 +97,12 @@ inline constexpr bool exit_runs_queued = QUIESCE_MUTANT(EXIT_RUNS_QUEUED);
 inline constexpr bool instance_count_one_pass = QUIESCE_MUTANT(INSTANCE_COUNT_ONE_PASS);
 // post's free list hands out a node it keeps listed
 inline constexpr bool post_node_handed_out_twice = QUIESCE_MUTANT(POST_NODE_HANDED_OUT_TWICE);
+// a queuer decides whether to wake a worker before it pushes the item, not after
+inline constexpr bool kick_checked_before_push = QUIESCE_MUTANT(KICK_CHECKED_BEFORE_PUSH);
+// a queuer counts the item in the flush color it read, without reading the color again
+inline constexpr bool color_not_rechecked = QUIESCE_MUTANT(COLOR_NOT_RECHECKED);
+// a queuer takes a free active slot although older items wait inactive
+inline constexpr bool active_skips_inactive = QUIESCE_MUTANT(ACTIVE_SKIPS_INACTIVE);
 // a posted item the queue refused is never destroyed
 inline constexpr bool post_refused_kept = QUIESCE_MUTANT(POST_REFUSED_KEPT);
 }  // namespace mutant
@@ -157,21 +171,61 @@ inline list_node& work_node(work& w) noexcept {
 
 using work_list = intrusive_list<work, &work_node>;
 
-// A per-CPU queue's domain serves one pwq in one pool, so it shares that pool's lock
-// (one lock round trip per queueing and per execution); an unbound queue's domain spans
-// the pools of a NUMA node and has its own lock.
+// max_active accounting (the kernel's 6.9+ wq_node_nr_active): one per pwq for a per-CPU
+// queue, one per NUMA node for an unbound one. Taking a slot is an atomic increment below
+// the limit (try_take_slot); only an item that finds none, and an ending item that finds
+// items waiting, take the domain lock.
 struct active_domain {
-  explicit active_domain(int max, mutex* pool_lock = nullptr)
-      : max_active(max), lock(pool_lock ? *pool_lock : own_lock), shares_pool_lock(pool_lock) {}
+  explicit active_domain(int max)
+      : max_active(max), refill_at(max - std::max(1, max / refill_fraction)) {}
   const int max_active;  // I
-  mutex own_lock{"wq active_domain::own_lock"};
-  mutex& lock;                  // I: own_lock, or the lock of the one pool it serves
-  const bool shares_pool_lock;  // I
-  // L(domain): items counted active (on a worklist or running)
-  int nr_active QUIESCE_GUARDED_BY(lock) = 0;
-  int peak_active QUIESCE_GUARDED_BY(lock) = 0;  // L(domain): the most nr_active has been
+  // I: an ending item activates waiting ones once nr_active has fallen to this: at once
+  // below 32 slots (an ordered queue: as its one item ends), else once a sixteenth of the
+  // slots are free, so that under a backlog the domain lock is taken once per batch, not
+  // once per item. Queuers that find a free slot fill it at once either way.
+  static constexpr int refill_fraction = 16;
+  const int refill_at;
+  mutex lock{"wq active_domain::lock"};
+  // A (seq_cst): items counted active (on a pool's lists or running). Raised below
+  // max_active by try_take_slot, lowered when an active instance ends.
+  std::atomic<int> nr_active{0};
+  std::atomic<int> peak_active{0};  // A (relaxed): the most nr_active has been
+  // A (seq_cst): items on `inactive`. Written under L(domain); read without it by queuers
+  // (a queuer that sees one waiting queues behind it) and by ending items (that see one
+  // waiting activate it). The Dekker pair: a waiting item is counted here before its
+  // queuer tries for a slot again, and an ending item gives its slot back before it reads
+  // this count, so one of the two sees the other.
+  std::atomic<int> nr_inactive{0};
   // L(domain): items waiting for nr_active < max_active, FIFO
   work_list inactive QUIESCE_GUARDED_BY(lock);
+
+  // One active slot, if nr_active is below the limit.
+  bool try_take_slot() noexcept {
+    int n = nr_active.load(std::memory_order_relaxed);
+    while (n < max_active) {
+      if (nr_active.compare_exchange_weak(n, n + 1, std::memory_order_seq_cst,
+                                          std::memory_order_relaxed)) {
+        if (n + 1 > peak_active.load(std::memory_order_relaxed)) raise_peak(n + 1);
+        return true;
+      }
+    }
+    return false;
+  }
+  // Whether an item that ended, leaving `now_active` active, should activate waiting ones
+  // (the caller has seen nr_inactive > 0 after giving its slot back).
+  bool should_refill(int now_active) const noexcept { return now_active <= refill_at; }
+  // Whether a new item may take a slot without the lock: none waits before it (so an
+  // ordered queue keeps its order).
+  bool fast_activation_allowed() const noexcept {
+    return mutant::active_skips_inactive || nr_inactive.load(std::memory_order_seq_cst) == 0;
+  }
+
+ private:
+  void raise_peak(int n) noexcept {
+    int p = peak_active.load(std::memory_order_relaxed);
+    while (p < n && !peak_active.compare_exchange_weak(p, n, std::memory_order_relaxed)) {
+    }
+  }
 };
 
 struct pwq;
@@ -207,6 +261,11 @@ struct pool {
   std::vector<int> free_slots QUIESCE_GUARDED_BY(lock);  // L(pool): slots of culled workers
   int next_slot QUIESCE_GUARDED_BY(lock) = 0;            // L(pool): slots never used yet
   work_list worklist QUIESCE_GUARDED_BY(lock);  // L(pool): active items waiting for a worker
+  // A (seq_cst): active items pushed by queuers without the lock, newest first, chained
+  // through work_state::incoming_next. Pushed by a CAS; taken whole (exchange) only under
+  // L(pool), by splice_incoming_locked, so the chain below the head is stable while the lock
+  // is held (no ABA: nothing pops a single node).
+  std::atomic<work*> incoming{nullptr};
   // L(pool): every live worker
   std::vector<std::unique_ptr<worker>> workers QUIESCE_GUARDED_BY(lock);
   // L(pool): culled workers, to be joined
@@ -215,8 +274,9 @@ struct pool {
   const std::unique_ptr<idle_list> idle QUIESCE_PT_GUARDED_BY(lock);
   int nr_workers QUIESCE_GUARDED_BY(lock) = 0;      // L(pool)
   int nr_idle QUIESCE_GUARDED_BY(lock) = 0;         // L(pool)
-  int nr_running QUIESCE_GUARDED_BY(lock) = 0;      // L(pool): busy workers that count (above)
-  int nr_waking QUIESCE_GUARDED_BY(lock) = 0;       // L(pool): kicked or created, not yet looking
+  // Written under L(pool) (seq_cst), read without it by queuers (queuer_must_kick):
+  std::atomic<int> nr_running{0};  // busy workers that count (above)
+  std::atomic<int> nr_waking{0};   // kicked or created, not yet looking
   int next_worker_id QUIESCE_GUARDED_BY(lock) = 0;  // L(pool)
   // L(pool): the process is exiting: workers drop queued items instead of running them.
   bool exiting QUIESCE_GUARDED_BY(lock) = false;
@@ -228,18 +288,33 @@ struct pool {
   // D: watchdog_ts when a lockup was reported
   std::uint64_t lockup_reported_ts QUIESCE_GUARDED_BY(lock) = 0;
 
+  // Items wait for a worker: on the worklist, or pushed and not yet spliced.
+  bool has_work() const noexcept QUIESCE_REQUIRES(lock) {
+    return !worklist.empty() || incoming.load(std::memory_order_seq_cst) != nullptr;
+  }
   // The kernel's policy predicates (all L(pool)).
   // Work is waiting and fewer workers than max_running() count as running: wake (or
   // create) a worker. Per-CPU pools: nobody is running (kernel: nr_running == 0). An exiting
   // pool wants a worker for whatever lands on its list, to drop it.
   bool need_more_worker() const noexcept QUIESCE_REQUIRES(lock) {
-    return !worklist.empty() && (nr_running < max_running() || drops_work());
+    return has_work() && (running() < max_running() || drops_work());
   }
   // A worker that finished an item takes the next one while running workers do not
   // exceed max_running() (per-CPU pools: while it alone runs, kernel: nr_running <= 1).
   bool keep_working() const noexcept QUIESCE_REQUIRES(lock) {
-    return !worklist.empty() && (nr_running <= max_running() || drops_work());
+    return has_work() && (running() <= max_running() || drops_work());
   }
+  // need_more_worker() as a queuer sees it after its push, without the lock: fewer workers
+  // count as running than may, and none is on its way. The linearization point is the push
+  // (seq_cst) before these loads: a worker that stops counting, or finishes waking, lowers
+  // its count before it reads has_work(), so either it sees the item or the queuer sees the
+  // lowered count and kicks. A worker on its way looks at the lists after it stops
+  // counting as waking, and kicks again if more wait (the chain).
+  bool queuer_must_kick() const noexcept {
+    return nr_running.load(std::memory_order_seq_cst) < max_running() &&
+           nr_waking.load(std::memory_order_seq_cst) == 0;
+  }
+  int running() const noexcept { return nr_running.load(std::memory_order_seq_cst); }
   // Idle workers beyond two are culled once they are a quarter of the busy ones.
   bool too_many_workers() const noexcept QUIESCE_REQUIRES(lock) {
     const int nr_busy = nr_workers - nr_idle;
@@ -257,10 +332,12 @@ struct pwq {
   wq_impl* const wq;            // I
   struct pool* const pool;      // I
   active_domain* const domain;  // I
-  // L(domain): the flush color given to new items. Queueing reads it and counts the item in
-  // in_flight[color] under the domain lock; flush() flips it under the same lock, so every
-  // item queued before the flip is counted in the color the flusher waits for.
-  int color QUIESCE_GUARDED_BY(domain->lock) = 0;
+  // A (seq_cst): the flush color given to new items. flush() flips it (flushers are
+  // serialised by flush_mutex); a queuer reads it, counts the item in in_flight[color], and
+  // reads it again, starting over (after uncounting) if it changed. So an item whose queueing
+  // returned before a flip is counted in the color that flip's flusher waits for: its second
+  // read came before the flip, and so did its count.
+  std::atomic<int> color{0};
   // A (seq_cst): items queued and not finished, by flush color. Raised under L(domain);
   // lowered when an instance ends; read by flushers without a lock.
   std::atomic<std::int64_t> in_flight[2] = {};
@@ -357,8 +434,17 @@ void kick_pool_locked(pool& p)
     QUIESCE_REQUIRES(p.lock);  // wake or create a worker if need_more_worker()
 void update_count_locked(worker& w)
     QUIESCE_REQUIRES(w.pool->lock);  // sync w.counted with its state, adjust nr_running
-// Appends an active item to the worklist; `now` is its activation time.
+// Pushes an active item on its pool's incoming list without the lock (`now` is its activation
+// time), then wakes a worker if queuer_must_kick(). The caller may hold a domain lock, never
+// a pool lock.
+void push_work(pool& p, work& item, std::uint64_t now);
+// Appends an active item to the worklist, after what queuers pushed before it, and wakes a
+// worker if the pool needs one (L); `now` is its activation time.
 void insert_work_locked(pool& p, work& item, std::uint64_t now) QUIESCE_REQUIRES(p.lock);
+// Moves the incoming list to the worklist's tail, oldest first (L). Returns the number moved.
+std::size_t splice_incoming_locked(pool& p) QUIESCE_REQUIRES(p.lock);
+// Items on p's lists (worklist and incoming) (L).
+std::size_t pending_count_locked(const pool& p) QUIESCE_REQUIRES(p.lock);
 worker* this_thread_worker() noexcept;  // the calling worker, or nullptr
 std::uint64_t idle_timeout_ns() noexcept;
 
@@ -405,8 +491,20 @@ void report_refusal(wq_impl& wq, const work& item);
 // counted in wq.instances, on the pool for `cpu` (-1: the calling thread's CPU). Never
 // refuses: callers check refuses_new_work() first.
 void queue_work_owned(wq_impl& wq, int cpu, work& item);
-// Takes one active slot of `d` back and activates what the limit now allows.
-void dec_nr_active_locked(active_domain& d) QUIESCE_REQUIRES(d.lock);
+// Takes active slots for the items waiting in `d`, oldest first, while slots are free, and
+// moves those items to `out`; the caller activates them with activate_taken() once it has
+// released d.lock (an activated item may run and end its queue's last instance at once, so
+// nothing of the queue may be touched after it is pushed). In transit meanwhile: a
+// canceller waits for them to land. With one slot (an ordered queue) the slot is taken before
+// the item leaves the count of waiting ones, so a later queuer cannot run before it.
+// With `only_for` set, stops at the first item for another pool and returns false (true
+// otherwise).
+bool take_inactive_locked(active_domain& d, work_list& out, const pool* only_for = nullptr)
+    QUIESCE_REQUIRES(d.lock);
+void activate_taken(work_list& items);
+// The same for items of `p` whose lock the caller holds: listed directly (after what was
+// pushed before them).
+void activate_taken_locked(pool& p, work_list& items) QUIESCE_REQUIRES(p.lock);
 
 // ---- flush.cpp: the end of an instance, and waiting for it --------------------------------
 // An instance of wq ended (ran, was cancelled, dropped or refused): the last touch of wq.

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <stdexcept>
+#include <thread>
 
 #include "completion.hpp"
 #include "internal.hpp"
@@ -45,19 +46,27 @@ void trace_queue(work& item, const wq_impl& wq) {
                .num_val = reinterpret_cast<std::uintptr_t>(&item)});
 }
 
-// Activates `item` on its pwq's pool (d.lock held; the pool lock taken unless shared).
-void activate_locked(active_domain& d, work& item, std::uint64_t now) QUIESCE_REQUIRES(d.lock) {
-  ++d.nr_active;
-  d.peak_active = std::max(d.peak_active, d.nr_active);
+// Counts `item` active and pushes it on its pwq's pool; `now` is its activation time.
+void activate(work& item, std::uint64_t now) {
   state_of(item).active = true;
   trace_activate(item);  // the kernel traces immediate activation too
-  pool& p = *state_of(item).pwq_of->pool;
-  if (d.shares_pool_lock) {
-    p.lock.assert_held();  // d.lock is p.lock
-    insert_work_locked(p, item, now);
-  } else {
-    detail::lock_guard pool_guard(p.lock);
-    insert_work_locked(p, item, now);
+  push_work(*state_of(item).pwq_of->pool, item, now);
+}
+
+// Counts `item` in q's current flush color (see pwq::color) and returns that color.
+int count_in_flush_color(pwq& q) {
+  for (;;) {
+    const int color = q.color.load(std::memory_order_seq_cst);
+    // (The mutant is preempted here, as a queuer may be: the window the second read closes.)
+    if (mutant::color_not_rechecked) std::this_thread::sleep_for(std::chrono::microseconds(50));
+    q.in_flight[color].fetch_add(1, std::memory_order_seq_cst);
+    if (mutant::color_not_rechecked || q.color.load(std::memory_order_seq_cst) == color) {
+      return color;
+    }
+    // A flush flipped the color meanwhile: uncount (waking a flusher that waits for this
+    // color to drain) and count again in the new one.
+    q.in_flight[color].fetch_sub(1, std::memory_order_seq_cst);
+    notify_completion();
   }
 }
 
@@ -105,30 +114,51 @@ void queue_work_owned(wq_impl& wq, int cpu, work& item) {
   state_of(item).queued_ns = stat_ns();
   q->queued.fetch_add(1, std::memory_order_relaxed);
   trace_queue(item, wq);
+  state_of(item).color = count_in_flush_color(*q);
   active_domain& d = *q->domain;
-  detail::lock_guard domain_guard(d.lock);  // for a per-CPU queue, this is the pool lock
-  q->domain->lock.assert_held();            // (d is q's domain)
-  // The flush color and its in-flight count, under the lock that flush() flips it under.
-  const int color = q->color;
-  q->in_flight[color].fetch_add(1, std::memory_order_seq_cst);
-  state_of(item).color = color;
-  if (d.nr_active < d.max_active) {
+  if (d.fast_activation_allowed() && d.try_take_slot()) {
     // Activated at once: the queueing time is the activation time (one clock read less).
-    activate_locked(d, item, state_of(item).queued_ns);
-  } else {
+    activate(item, state_of(item).queued_ns);
+    return;
+  }
+  // No slot, or older items wait: queue behind them, then take what the limit allows (a
+  // slot may have come free since; see active_domain::nr_inactive).
+  work_list taken;
+  {
+    detail::lock_guard domain_guard(d.lock);
     state_of(item).active = false;
     d.inactive.push_back(&item);
     state_of(item).inactive_in.store(&d, std::memory_order_release);  // re-checked under d.lock
+    d.nr_inactive.fetch_add(1, std::memory_order_seq_cst);
+    take_inactive_locked(d, taken);
   }
+  activate_taken(taken);
 }
 
-void dec_nr_active_locked(active_domain& d) {
-  --d.nr_active;
-  while (d.nr_active < d.max_active) {
-    work* next = d.inactive.pop_front();
-    if (!next) break;
+bool take_inactive_locked(active_domain& d, work_list& out, const pool* only_for) {
+  while (work* next = d.inactive.front()) {
+    if (only_for && state_of(*next).pwq_of->pool != only_for) return false;
+    if (!d.try_take_slot()) break;
+    d.inactive.erase(next);
     state_of(*next).inactive_in.store(nullptr, std::memory_order_release);
-    activate_locked(d, *next, stat_ns());
+    d.nr_inactive.fetch_sub(1, std::memory_order_seq_cst);
+    out.push_back(next);
+  }
+  return true;
+}
+
+void activate_taken(work_list& items) {
+  const std::uint64_t now = items.empty() ? 0 : stat_ns();
+  while (work* next = items.pop_front())
+    activate(*next, now);
+}
+
+void activate_taken_locked(pool& p, work_list& items) {
+  const std::uint64_t now = items.empty() ? 0 : stat_ns();
+  while (work* next = items.pop_front()) {
+    state_of(*next).active = true;
+    trace_activate(*next);
+    insert_work_locked(p, *next, now);
   }
 }
 

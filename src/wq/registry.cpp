@@ -215,8 +215,8 @@ std::vector<pool_info> worker_pools() {
     info.flags = p->flags();
     info.nr_workers = p->nr_workers;
     info.nr_idle = p->nr_idle;
-    info.nr_running = p->nr_running;
-    info.nr_pending = p->worklist.size();
+    info.nr_running = p->running();
+    info.nr_pending = detail::pending_count_locked(*p);
     out.push_back(std::move(info));
   }
   return out;

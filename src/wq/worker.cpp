@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <stdexcept>
+#include <thread>
 
 #include "../base/blocking_hook.hpp"
 #include "../base/deferred_wake.hpp"
@@ -79,7 +80,7 @@ bool create_worker_locked(pool& p) QUIESCE_REQUIRES(p.lock) {
     p.free_slots.pop_back();
   }
   raw->waking = true;
-  ++p.nr_waking;
+  p.nr_waking.fetch_add(1, std::memory_order_seq_cst);
   p.workers.push_back(std::move(w));
   ++p.nr_workers;
   return true;
@@ -341,7 +342,8 @@ void worker_main(worker* self) {
   for (;;) {
     if (w.waking) {  // we were kicked (or just created): the wake-up has arrived
       w.waking = false;
-      --p.nr_waking;
+      // Before need_more_worker() reads the lists: see pool::queuer_must_kick.
+      p.nr_waking.fetch_sub(1, std::memory_order_seq_cst);
     }
     if (!p.need_more_worker() && w.scheduled.empty()) {
       rcu_voluntary_block idle_is_quiescent;  // an idle worker holds no Tasks grace period
@@ -357,6 +359,8 @@ void worker_main(worker* self) {
         process_one_work(p, w, *w.scheduled.front(), lk);
         continue;
       }
+      // Items are taken in batches: the whole incoming list, when the worklist runs dry.
+      if (p.worklist.empty()) splice_incoming_locked(p);
       work* item = p.worklist.front();
       if (!item) break;
       // Non-reentrancy: an item running on another worker of this pool goes to that
@@ -387,7 +391,9 @@ void update_count_locked(worker& w) {
   const bool should = counts_as_running(w);
   if (should == w.counted) return;
   w.counted = should;
-  w.pool->nr_running += should ? 1 : -1;
+  // Before kick_pool_locked() (and the worker loop) reads the lists: see
+  // pool::queuer_must_kick.
+  w.pool->nr_running.fetch_add(should ? 1 : -1, std::memory_order_seq_cst);
   if (!should) kick_pool_locked(*w.pool);
 }
 
@@ -395,25 +401,81 @@ void update_count_locked(worker& w) {
 // starts an item while more are waiting it kicks again (a chain, as the kernel's).
 void kick_pool_locked(pool& p) {
   p.lock.assert_held();  // lockdep_assert_held(&pool->lock)
-  if (!p.need_more_worker() || p.nr_waking > 0) return;
+  if (!p.need_more_worker() || p.nr_waking.load(std::memory_order_seq_cst) > 0) return;
   if (worker* w = p.idle->front()) {
     w->pool->lock.assert_held();  // an idle worker of p
     leave_idle_locked(p, *w);
     w->waking = true;
-    ++p.nr_waking;
+    p.nr_waking.fetch_add(1, std::memory_order_seq_cst);
     wake_worker_locked(p, *w);
     return;
   }
   create_worker_locked(p);
 }
 
+void push_work(pool& p, work& item, std::uint64_t now) {
+  const bool check_first = mutant::kick_checked_before_push;
+  const bool must_kick_before = check_first && p.queuer_must_kick();
+  if (check_first) std::this_thread::yield();  // (the mutant: where a preemption would be)
+  state_of(item).activated_ns = now;
+  // Set before the push: a canceller that finds it set takes p's lock and splices; if the
+  // item is not there yet it is in transit (grab_pending waits for it to land).
+  state_of(item).queued_pool.store(&p, std::memory_order_seq_cst);
+  work* head = p.incoming.load(std::memory_order_relaxed);
+  do {
+    state_of(item).incoming_next = head;
+  } while (!p.incoming.compare_exchange_weak(head, &item, std::memory_order_seq_cst,
+                                             std::memory_order_relaxed));
+  // The item is p's now (it may already be running): only p is touched from here on.
+  // Watchdog progress: the first push after the list was taken (a worker took a batch, or
+  // the pool was idle) starts the stall clock. A stuck pool takes nothing, so its incoming
+  // list stays non-empty and the clock keeps its first value.
+  if (!head) p.watchdog_ts.store(now, std::memory_order_relaxed);
+  if (check_first ? must_kick_before : p.queuer_must_kick()) {
+    detail::lock_guard guard(p.lock);
+    kick_pool_locked(p);
+  }
+}
+
 void insert_work_locked(pool& p, work& item, std::uint64_t now) {
+  splice_incoming_locked(p);  // FIFO: after what queuers pushed before it
   if (p.worklist.empty()) p.watchdog_ts.store(now, std::memory_order_relaxed);
   state_of(item).activated_ns = now;
   p.worklist.push_back(&item);
   state_of(item).on_list = &p.worklist;
-  state_of(item).queued_pool.store(&p, std::memory_order_release);  // re-checked under lock
+  state_of(item).queued_pool.store(&p, std::memory_order_seq_cst);  // re-checked under lock
   kick_pool_locked(p);
+}
+
+std::size_t splice_incoming_locked(pool& p) {
+  work* chain = p.incoming.exchange(nullptr, std::memory_order_seq_cst);
+  if (!chain) return 0;
+  // The chain is newest first: reverse it, then append oldest first.
+  work* oldest = nullptr;
+  std::size_t n = 0;
+  while (chain) {
+    work* next = state_of(*chain).incoming_next;
+    state_of(*chain).incoming_next = oldest;
+    oldest = chain;
+    chain = next;
+    ++n;
+  }
+  for (work* item = oldest; item;) {
+    work* next = state_of(*item).incoming_next;
+    state_of(*item).incoming_next = nullptr;
+    p.worklist.push_back(item);
+    state_of(*item).on_list = &p.worklist;
+    item = next;
+  }
+  return n;
+}
+
+std::size_t pending_count_locked(const pool& p) {
+  std::size_t n = p.worklist.size();
+  for (const work* item = p.incoming.load(std::memory_order_seq_cst); item;
+       item = state_of(const_cast<work&>(*item)).incoming_next)
+    ++n;
+  return n;
 }
 
 worker* this_thread_worker() noexcept {

@@ -66,7 +66,7 @@ wq_impl::wq_impl(std::string name_, const wq_options& opt_)
     // Per-CPU: max_active applies per CPU, so each pwq has its own domain.
     for (int cpu : topo.cpus()) {
       pool& p = bound_pool(cpu, opt.highpri);
-      domains.push_back(std::make_unique<active_domain>(max_active, &p.lock));
+      domains.push_back(std::make_unique<active_domain>(max_active));
       pwqs.push_back(std::make_unique<pwq>(this, &p, domains.back().get()));
       pwq_index_of_cpu[static_cast<std::size_t>(cpu)] = static_cast<int>(pwqs.size()) - 1;
     }
@@ -99,11 +99,7 @@ wq_impl::wq_impl(std::string name_, const wq_options& opt_)
         const int share = (max_active * cpu_count(nodes[index]) + total - 1) / total;
         limit = std::min(max_active, std::max(std::min(max_active, wq_dfl_min_active), share));
       }
-      // A domain that serves a single pool shares its lock (as per-CPU queues do).
-      const auto users =
-          std::count(domain_of_group.begin(), domain_of_group.end(), domain_of_group[g]);
-      domains.push_back(
-          std::make_unique<active_domain>(limit, users == 1 ? &group_pool[g]->lock : nullptr));
+      domains.push_back(std::make_unique<active_domain>(limit));
       domain_at[index] = domains.back().get();
     }
     pwqs.push_back(std::make_unique<pwq>(this, group_pool[g], domain_at[index]));
@@ -248,10 +244,8 @@ wq_stats stats_of(const detail::wq_impl& wq) {
     s.hog_reports += q->hogs;
     pools.insert(q->pool);
   }
-  for (auto& d : wq.domains) {
-    detail::lock_guard guard(d->lock);
-    s.peak_active = std::max(s.peak_active, d->peak_active);
-  }
+  for (auto& d : wq.domains)
+    s.peak_active = std::max(s.peak_active, d->peak_active.load(std::memory_order_relaxed));
   for (detail::pool* p : pools) {
     detail::lock_guard guard(p->lock);
     s.workers += p->exited_sched;

@@ -80,12 +80,21 @@ std::string lockup_report_locked(pool& p, std::uint64_t now, std::uint64_t since
                        w->current->name(), w->current_pwq->wq->name,
                        (now - w->current_start_ns) / 1'000'000u);
   }
-  int shown = 0;
-  for (work* item = p.worklist.front(); item && shown < 8; item = p.worklist.next(item), ++shown) {
-    msg += fmt::format("\n  pending: {} [workqueue {}]", item->name(),
-                       state_of(*item).pwq_of->wq->name);
-  }
-  if (p.worklist.size() > 8) msg += fmt::format("\n  ... {} more pending", p.worklist.size() - 8);
+  // The worklist, then what queuers pushed since (newest first); the chain below the
+  // incoming head is stable while we hold the lock.
+  std::size_t shown = 0;
+  auto show = [&](work* item) {
+    if (shown++ < 8) {
+      msg += fmt::format("\n  pending: {} [workqueue {}]", item->name(),
+                         state_of(*item).pwq_of->wq->name);
+    }
+  };
+  for (work* item = p.worklist.front(); item; item = p.worklist.next(item))
+    show(item);
+  for (work* item = p.incoming.load(std::memory_order_seq_cst); item;
+       item = state_of(*item).incoming_next)
+    show(item);
+  if (shown > 8) msg += fmt::format("\n  ... {} more pending", shown - 8);
   return msg;
 }
 
@@ -98,7 +107,7 @@ void check_pool_locked(pool& p, std::uint64_t now, const watchdog_config& c, poo
   }
   // Lockup: pending work, and the first item has not changed for the threshold.
   const auto lockup_ns = static_cast<std::uint64_t>(c.wq_lockup.count());
-  if (lockup_ns > 0 && !p.worklist.empty()) {
+  if (lockup_ns > 0 && p.has_work()) {
     const std::uint64_t since = p.watchdog_ts.load(std::memory_order_relaxed);
     if (now > since && now - since >= lockup_ns && p.lockup_reported_ts != since) {
       p.lockup_reported_ts = since;  // once per stall; progress re-arms it
@@ -129,7 +138,7 @@ void check_pool_locked(pool& p, std::uint64_t now, const watchdog_config& c, poo
     }
     // Asleep while counted, with work waiting: the scheduler hook we do not have.
     if (c.wq_sleep_detection) {
-      if (w.counted && !p.worklist.empty()) {
+      if (w.counted && p.has_work()) {
         const char state = thread_state(w.stat_fd);
         if (state == 'S' || state == 'D') {
           w.found_asleep = true;

@@ -11,6 +11,10 @@
 
 #include "quiesce/detail/list_node.hpp"
 
+namespace quiesce {
+class work;
+}  // namespace quiesce
+
 namespace quiesce::detail {
 
 struct pool;
@@ -40,10 +44,12 @@ struct work_state {
   void* on_list = nullptr;           // L(pool): the pool list holding it
   pwq* pwq_of = nullptr;             // P: the queue it was queued through
   worker* current_worker = nullptr;  // L(pool of last_pool): the worker running it
-  int color = 0;                     // P, under L(domain of pwq_of): flush color
-  bool active = false;               // P, under L(domain): counted in nr_active
+  int color = 0;                     // P: flush color it is counted in
+  bool active = false;               // P, or L(domain) while inactive: counted in nr_active
   std::uint64_t queued_ns = 0;       // P
-  std::uint64_t activated_ns = 0;    // L(pool)
+  std::uint64_t activated_ns = 0;    // Q (see the legend): when it became active
+  // Q: the next (older) item on its pool's incoming list, while it is there
+  quiesce::work* incoming_next = nullptr;
   // Delayed work only: the timer entry, L(timer).
   std::uint64_t timer_deadline_ns = 0;
   std::uint64_t timer_seq = 0;  // 0 = not armed

@@ -1,0 +1,155 @@
+// SPDX-License-Identifier: Apache-2.0
+// The queueing path without the pool lock (src/wq/internal.hpp, "the queueing path takes no
+// lock"): each of its three ordering arguments, raced on purpose.
+//  - a push racing a worker going idle never strands the item (pool::queuer_must_kick);
+//  - a queueing racing a flush's color flip is counted in a color some later flush waits
+//    for (pwq::color);
+//  - a queuer that finds a free active slot still runs after the items that wait inactive
+//    (active_domain::fast_activation_allowed), so an ordered queue keeps its order.
+// Each is killed by its mutant (tests/mutants): kick_checked_before_push,
+// color_not_rechecked, active_skips_inactive.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "quiesce/clock.hpp"
+#include "quiesce/thread.hpp"
+#include "quiesce/topology.hpp"
+#include "quiesce/workqueue.hpp"
+#include "wait.hpp"
+
+namespace quiesce {
+namespace {
+
+using namespace std::chrono_literals;
+using test::eventually;
+
+// Two CPUs of the topology, or none (a one-CPU machine cannot race two threads).
+bool two_cpus(int& a, int& b) {
+  const auto& cpus = system_topology().cpus().cpus();
+  if (cpus.size() < 2) return false;
+  a = cpus[0];
+  b = cpus[1];
+  return true;
+}
+
+TEST(LocklessQueueing, APushRacingAWorkerGoingIdleIsNeverLost) {
+  int here = 0, there = 0;
+  if (!two_cpus(here, there)) GTEST_SKIP() << "needs two CPUs";
+  ASSERT_TRUE(pin_this_thread(cpu_set{here}));
+  workqueue wq("kick_race");
+  std::atomic<bool> started{false}, release{false};
+  std::atomic<int> second_runs{0};
+  // The first item spins until released, then returns: its worker stops counting as
+  // running and looks at the lists at about the moment the second item is pushed.
+  work first("first", [&](work&) {
+    started.store(true);
+    while (!release.load()) {
+    }
+  });
+  work second("second", [&](work&) { second_runs.fetch_add(1); });
+  work rescue("rescue", [](work&) {});
+  constexpr int rounds = 3000;
+  int lost = 0;
+  for (int round = 0; round < rounds && lost == 0; ++round) {
+    started = false;
+    release = false;
+    ASSERT_TRUE(wq.queue_on(there, first));
+    ASSERT_TRUE(eventually([&] { return started.load(); }));
+    release = true;
+    ASSERT_TRUE(wq.queue_on(there, second));
+    if (!eventually([&] { return second_runs.load() == round + 1; }, 10s)) {
+      ++lost;
+      wq.queue_on(there, rescue);  // its kick runs the stranded item too
+    }
+    first.flush();
+    second.flush();
+  }
+  EXPECT_EQ(lost, 0) << "an item pushed as its pool's worker went idle never ran (a lost "
+                        "wake-up)";
+  rescue.flush();
+}
+
+// One round: a queuer queues `n` items while a flusher on the same CPU flushes in a loop and
+// checks after each flush that every item queued before it began has run. Returns the first
+// item a flush did not wait for, or -1.
+int color_race_round(int here, int there) {
+  workqueue wq("color_race");
+  constexpr int n = 2000;
+  std::vector<std::atomic<bool>> done(n);
+  std::vector<std::unique_ptr<work>> items;
+  for (int i = 0; i < n; ++i) {
+    // Short items: no backlog, so a flush that flips the color often finds the old one
+    // empty and returns at once - the case where a miscounted item goes unwaited for.
+    items.push_back(std::make_unique<work>(
+        "colored", [&done, i](work&) { done[static_cast<std::size_t>(i)].store(true); }));
+  }
+  std::atomic<int> queued{0};
+  std::atomic<int> first_early{-1};
+  named_thread queuer("queuer", cpu_set{here}, [&] {
+    for (int i = 0; i < n && first_early.load() < 0; ++i) {
+      if (!wq.queue_on(there, *items[static_cast<std::size_t>(i)])) ADD_FAILURE() << "refused";
+      queued.store(i + 1);
+    }
+    queued.store(n);  // (stopped early: the flusher's loop ends)
+  });
+  named_thread flusher("flusher", cpu_set{here}, [&] {
+    int checked = 0;  // items below this were seen done after some flush
+    while (checked < n && first_early.load() < 0) {
+      const int before = queued.load();
+      wq.flush();
+      for (int i = checked; i < before; ++i) {
+        if (!done[static_cast<std::size_t>(i)].load()) {
+          first_early = i;
+          break;
+        }
+      }
+      checked = std::max(checked, before);
+    }
+  });
+  queuer.join();
+  flusher.join();
+  wq.flush();
+  return first_early.load();
+}
+
+TEST(LocklessQueueing, AFlushWaitsForAnItemQueuedAcrossAColorFlip) {
+  int here = 0, there = 0;
+  if (!two_cpus(here, there)) GTEST_SKIP() << "needs two CPUs";
+  // The queuer and the flusher share one CPU, so the flusher runs while the queuer is
+  // anywhere inside queue_on(); the items run on the other CPU. Every item whose
+  // queue_on() returned before a flush began has run when that flush returns.
+  for (int round = 0; round < 20; ++round) {
+    const int early = color_race_round(here, there);
+    ASSERT_EQ(early, -1) << "workqueue::flush() returned before item " << early
+                         << ", queued before it began, had run (round " << round << ")";
+  }
+}
+
+TEST(LocklessQueueing, AnOrderedQueueKeepsItsOrderUnderABacklog) {
+  workqueue wq("ordered_backlog", wq_options{.ordered = true});
+  constexpr int n = 200000;
+  std::atomic<int> next{0};
+  std::atomic<int> out_of_order{0};
+  std::atomic<int> first_bad{-1};
+  for (int i = 0; i < n; ++i) {
+    wq.post([&, i] {
+      // One at a time, so `next` needs no more than a relaxed read-modify-write.
+      if (next.exchange(i + 1, std::memory_order_relaxed) != i) {
+        if (out_of_order.fetch_add(1) == 0) first_bad = i;
+      }
+    });
+  }
+  wq.flush();
+  EXPECT_EQ(next.load(), n);
+  EXPECT_EQ(out_of_order.load(), 0) << "an ordered queue ran item " << first_bad.load()
+                                    << " out of its queueing order";
+  EXPECT_EQ(wq.stats().peak_active, 1);
+}
+
+}  // namespace
+}  // namespace quiesce
