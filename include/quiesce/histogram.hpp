@@ -45,7 +45,7 @@ class histogram {
     buckets_[bucket_of(value)] += n;
     if (value > max_trackable) overflow_ += n;
     count_ += n;
-    sum_ += static_cast<long double>(value) * static_cast<long double>(n);
+    sum_ += static_cast<sum_type>(value) * n;  // one 64x64->128 multiply, exact
     min_ = std::min(min_, value);
     max_ = std::max(max_, value);
   }
@@ -60,7 +60,9 @@ class histogram {
   std::uint64_t min() const noexcept { return count_ ? min_ : 0; }
   std::uint64_t max() const noexcept { return max_; }
   // Exact arithmetic mean; 0 when empty.
-  double mean() const noexcept { return count_ ? static_cast<double>(sum_ / count_) : 0.0; }
+  double mean() const noexcept {
+    return count_ ? static_cast<double>(sum_) / static_cast<double>(count_) : 0.0;
+  }
 
   // The nearest-rank percentile (p in [0, 100]): the value of the sample of rank
   // ceil(p/100 * count) (at least 1), reported as its bucket's midpoint clamped to
@@ -89,7 +91,11 @@ class histogram {
   std::uint64_t overflow_ = 0;
   std::uint64_t min_ = std::numeric_limits<std::uint64_t>::max();
   std::uint64_t max_ = 0;
-  long double sum_ = 0;
+  // The exact sum of the samples, in integer arithmetic (2^64 samples of the largest value
+  // still fit): recording is on every work item's path, where the x87 arithmetic a long
+  // double needs cost more than the rest of record_n().
+  __extension__ typedef unsigned __int128 sum_type;
+  sum_type sum_ = 0;
 };
 
 }  // namespace quiesce

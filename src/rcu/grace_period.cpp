@@ -95,7 +95,10 @@ void run_grace_period(rcu_state& st, std::uint64_t n, blocking_waiter& me) noexc
     QUIESCE_REQUIRES(st.gp_mutex) {
   const std::uint64_t start = stat_ns();
   st.gp_start_ns.store(start, std::memory_order_relaxed);
-  st.gp_started.store(n, std::memory_order_seq_cst);
+  // Release, then the full barrier below: a cookie taken after that barrier sees n
+  // (first_grace_period_from_now), one taken before it counts this period, whose scan
+  // comes after the barrier.
+  st.gp_started.store(n, std::memory_order_release);
   rcu_watchdog_install();  // done at load; a no-op here
   if (trace::enabled()) {
     trace::emit({.ts_ns = now_ns(),  // the trace's clock
@@ -107,7 +110,9 @@ void run_grace_period(rcu_state& st, std::uint64_t n, blocking_waiter& me) noexc
                  .num_val = n});
   }
   master_barrier(st);  // removals before the call are ordered before the scan
-  st.flavor.counter.store(st.flavor.counter_for(n), std::memory_order_seq_cst);
+  // The new counter, then a full fence before the scan (liburcu: CMM_STORE_SHARED, then
+  // cmm_smp_mb()); a seq_cst store before the fence would be a second full barrier.
+  st.flavor.counter.store(st.flavor.counter_for(n), std::memory_order_relaxed);
   std::atomic_thread_fence(std::memory_order_seq_cst);
   wait_for_readers(st, n, me);  // holds the watchdog (the stall detector) if it blocks
   master_barrier(st);           // readers' accesses are done before anything after the call
@@ -125,7 +130,15 @@ void run_grace_period(rcu_state& st, std::uint64_t n, blocking_waiter& me) noexc
                  .num_key = "gp",
                  .num_val = n});
   }
-  st.gp_completed.store(n, std::memory_order_seq_cst);
+  // After the closing full barrier: whoever reads n (acquire) sees every reader's section
+  // of this period ended.
+  st.gp_completed.store(n, std::memory_order_release);
+}
+
+// Statistics counted under gp_mutex, whose holders are their only writers: a load and a
+// store (readers of stats load them without the lock), not a locked read-modify-write.
+void count_locked(std::atomic<std::uint64_t>& counter) noexcept {
+  counter.store(counter.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
 }
 
 std::uint64_t first_grace_period_from_now(const rcu_state& st) noexcept {
@@ -157,7 +170,6 @@ std::uint64_t rcu_first_grace_period_from_now(const rcu_state& st) noexcept {
 }
 
 void synchronize(rcu_state& st) noexcept {
-  st.sync_calls.fetch_add(1, std::memory_order_relaxed);
   const std::uint64_t want = first_grace_period_from_now(st);  // any that starts from now
   rcu_voluntary_block blocking;  // a Tasks quiescent state while we block
   offline_for_wait offline(st);
@@ -167,8 +179,9 @@ void synchronize(rcu_state& st) noexcept {
     lock_or_die(st.gp_mutex, "the grace-period mutex");
   }
   lock_guard guard(st.gp_mutex, std::adopt_lock);
+  count_locked(st.sync_calls);
   if (st.gp_completed.load(std::memory_order_seq_cst) >= want) {
-    st.sync_shared.fetch_add(1, std::memory_order_relaxed);
+    count_locked(st.sync_shared);
     return;
   }
   run_grace_period(st, st.gp_completed.load(std::memory_order_relaxed) + 1, me);

@@ -181,7 +181,9 @@ struct rcu_state {
 
   mutex stats_lock{"rcu stats_lock"};
   histogram gp_duration_ns QUIESCE_GUARDED_BY(stats_lock);
-  std::atomic<std::uint64_t> sync_calls{0}, sync_shared{0}, misuse{0};  // A
+  // A: sync_calls and sync_shared are written under gp_mutex only (a load and a store),
+  // read without it
+  std::atomic<std::uint64_t> sync_calls{0}, sync_shared{0}, misuse{0};
   std::atomic<std::uint64_t> stall_infos{0}, stalls{0}, hung{0};        // A
 
   mutex waiters_lock{"rcu waiters_lock"};
