@@ -184,7 +184,7 @@ struct rcu_state {
   // A: sync_calls and sync_shared are written under gp_mutex only (a load and a store),
   // read without it
   std::atomic<std::uint64_t> sync_calls{0}, sync_shared{0}, misuse{0};
-  std::atomic<std::uint64_t> stall_infos{0}, stalls{0}, hung{0};        // A
+  std::atomic<std::uint64_t> stall_infos{0}, stalls{0}, hung{0};  // A
 
   mutex waiters_lock{"rcu waiters_lock"};
   intrusive_list<rcu_waiter, &rcu_waiter::node> waiters QUIESCE_GUARDED_BY(waiters_lock);

@@ -272,11 +272,11 @@ struct pool {
   std::vector<std::unique_ptr<worker>> dying QUIESCE_GUARDED_BY(lock);
   // L(pool): sleeping idle workers, LIFO (the list is defined after worker).
   const std::unique_ptr<idle_list> idle QUIESCE_PT_GUARDED_BY(lock);
-  int nr_workers QUIESCE_GUARDED_BY(lock) = 0;      // L(pool)
-  int nr_idle QUIESCE_GUARDED_BY(lock) = 0;         // L(pool)
+  int nr_workers QUIESCE_GUARDED_BY(lock) = 0;  // L(pool)
+  int nr_idle QUIESCE_GUARDED_BY(lock) = 0;     // L(pool)
   // Written under L(pool) (seq_cst), read without it by queuers (queuer_must_kick):
-  std::atomic<int> nr_running{0};  // busy workers that count (above)
-  std::atomic<int> nr_waking{0};   // kicked or created, not yet looking
+  std::atomic<int> nr_running{0};                   // busy workers that count (above)
+  std::atomic<int> nr_waking{0};                    // kicked or created, not yet looking
   int next_worker_id QUIESCE_GUARDED_BY(lock) = 0;  // L(pool)
   // L(pool): the process is exiting: workers drop queued items instead of running them.
   bool exiting QUIESCE_GUARDED_BY(lock) = false;

@@ -146,8 +146,8 @@ TEST(LocklessQueueing, AnOrderedQueueKeepsItsOrderUnderABacklog) {
   }
   wq.flush();
   EXPECT_EQ(next.load(), n);
-  EXPECT_EQ(out_of_order.load(), 0) << "an ordered queue ran item " << first_bad.load()
-                                    << " out of its queueing order";
+  EXPECT_EQ(out_of_order.load(), 0)
+      << "an ordered queue ran item " << first_bad.load() << " out of its queueing order";
   EXPECT_EQ(wq.stats().peak_active, 1);
 }
 
