@@ -36,6 +36,8 @@ class intrusive_list {
 
   void push_back(T* item) noexcept { insert_before(&head_, item); }
   void push_front(T* item) noexcept { insert_before(head_.next, item); }
+  // Links `item` just before `pos`, which must be linked into this list.
+  void insert_before(T* pos, T* item) noexcept { insert_before(&node(pos), item); }
 
   // Unlinks `item`, which must be linked into this list.
   void erase(T* item) noexcept {

@@ -165,6 +165,9 @@ bool note_running_item_destroyed(const work& w) noexcept;
 inline work_state& state_of(work& w) noexcept {
   return wq_access::state(w);
 }
+inline const work_state& state_of(const work& w) noexcept {
+  return wq_access::state(w);
+}
 inline list_node& work_node(work& w) noexcept {
   return state_of(w).node;
 }
@@ -441,8 +444,8 @@ void push_work(pool& p, work& item, std::uint64_t now);
 // Appends an active item to the worklist, after what queuers pushed before it, and wakes a
 // worker if the pool needs one (L); `now` is its activation time.
 void insert_work_locked(pool& p, work& item, std::uint64_t now) QUIESCE_REQUIRES(p.lock);
-// Moves the incoming list to the worklist's tail, oldest first (L). Returns the number moved.
-std::size_t splice_incoming_locked(pool& p) QUIESCE_REQUIRES(p.lock);
+// Moves the incoming list to the worklist's tail, oldest first (L).
+void splice_incoming_locked(pool& p) QUIESCE_REQUIRES(p.lock);
 // Items on p's lists (worklist and incoming) (L).
 std::size_t pending_count_locked(const pool& p) QUIESCE_REQUIRES(p.lock);
 worker* this_thread_worker() noexcept;  // the calling worker, or nullptr

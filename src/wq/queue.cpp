@@ -46,10 +46,15 @@ void trace_queue(work& item, const wq_impl& wq) {
                .num_val = reinterpret_cast<std::uintptr_t>(&item)});
 }
 
-// Counts `item` active and pushes it on its pwq's pool; `now` is its activation time.
-void activate(work& item, std::uint64_t now) {
+// Marks `item` counted in nr_active (the caller took its slot) and traces it.
+void mark_active(work& item) {
   state_of(item).active = true;
   trace_activate(item);  // the kernel traces immediate activation too
+}
+
+// Marks `item` active and pushes it on its pwq's pool; `now` is its activation time.
+void activate(work& item, std::uint64_t now) {
+  mark_active(item);
   push_work(*state_of(item).pwq_of->pool, item, now);
 }
 
@@ -156,8 +161,7 @@ void activate_taken(work_list& items) {
 void activate_taken_locked(pool& p, work_list& items) {
   const std::uint64_t now = items.empty() ? 0 : stat_ns();
   while (work* next = items.pop_front()) {
-    state_of(*next).active = true;
-    trace_activate(*next);
+    mark_active(*next);
     insert_work_locked(p, *next, now);
   }
 }

@@ -443,37 +443,32 @@ void insert_work_locked(pool& p, work& item, std::uint64_t now) {
   state_of(item).activated_ns = now;
   p.worklist.push_back(&item);
   state_of(item).on_list = &p.worklist;
-  state_of(item).queued_pool.store(&p, std::memory_order_seq_cst);  // re-checked under lock
+  state_of(item).queued_pool.store(&p, std::memory_order_release);  // re-checked under lock
   kick_pool_locked(p);
 }
 
-std::size_t splice_incoming_locked(pool& p) {
-  work* chain = p.incoming.exchange(nullptr, std::memory_order_seq_cst);
-  if (!chain) return 0;
-  // The chain is newest first: reverse it, then append oldest first.
-  work* oldest = nullptr;
-  std::size_t n = 0;
-  while (chain) {
-    work* next = state_of(*chain).incoming_next;
-    state_of(*chain).incoming_next = oldest;
-    oldest = chain;
-    chain = next;
-    ++n;
-  }
-  for (work* item = oldest; item;) {
-    work* next = state_of(*item).incoming_next;
+void splice_incoming_locked(pool& p) {
+  // The chain is newest first: the newest goes to the worklist's tail and each older one
+  // just before the one linked last, so the worklist gets them oldest first in one pass.
+  work* newer = nullptr;
+  for (work* item = p.incoming.exchange(nullptr, std::memory_order_seq_cst); item;) {
+    work* const older = state_of(*item).incoming_next;
     state_of(*item).incoming_next = nullptr;
-    p.worklist.push_back(item);
+    if (newer) {
+      p.worklist.insert_before(newer, item);
+    } else {
+      p.worklist.push_back(item);
+    }
     state_of(*item).on_list = &p.worklist;
-    item = next;
+    newer = item;
+    item = older;
   }
-  return n;
 }
 
 std::size_t pending_count_locked(const pool& p) {
   std::size_t n = p.worklist.size();
   for (const work* item = p.incoming.load(std::memory_order_seq_cst); item;
-       item = state_of(const_cast<work&>(*item)).incoming_next)
+       item = state_of(*item).incoming_next)
     ++n;
   return n;
 }
