@@ -4,7 +4,9 @@
 //   read-side lock+unlock (1 and 2 reader threads); QSBR quiescent state;
 //   rcu_synchronize latency p50/p99 with 0 and 2 busy readers;
 //   retire throughput: 1,000,000 retires (call_rcu), until rcu_barrier returns (default
-//   and QSBR domains).
+//   and QSBR domains; the QSBR retirer online, as a registered liburcu thread is);
+//   a retire flood: up to 10 M objects/s for QUIESCE_FLOOD_SECONDS (10) beside a reader,
+//   peak unreclaimed objects and resident growth (rcu_bench_common.hpp).
 // Repeat with --benchmark_repetitions=N; `quiesce bench peers` runs it and prints ratios.
 // Peers live in rcu_bench_urcu_memb.cpp / rcu_bench_urcu_qsbr.cpp (their headers clash).
 // Run: build/release/bin/bench_rcu   (./quiesce bench runs it too)
@@ -106,30 +108,38 @@ BENCHMARK(quiesce_obj_retire_until_barrier)->Unit(benchmark::kMillisecond)->UseR
 
 void quiesce_qsbr_obj_retire_until_barrier(benchmark::State& state) {
   quiesce::rcu_domain& d = rcu_qsbr_domain();
+  // Online while it retires, as liburcu's QSBR thread is (registered): its grace periods
+  // end at the barrier, which takes the caller offline for the wait.
+  quiesce::rcu_thread_online(d);
   for (auto _ : state) {
     for (std::int64_t i = 0; i < rcu_bench::retire_items; ++i)
       (new retired)->retire({}, d);
     quiesce::rcu_barrier(d);
   }
+  quiesce::rcu_thread_offline(d);
   state.SetItemsProcessed(state.iterations() * rcu_bench::retire_items);
 }
 BENCHMARK(quiesce_qsbr_obj_retire_until_barrier)->Unit(benchmark::kMillisecond)->UseRealTime();
 
-// The flood: 64-byte objects retired to the default domain for 1 s while a reader runs.
+// The flood (rcu_bench_common.hpp): 64-byte objects, each with its callback inside (as
+// liburcu's rcu_head), retired to the default domain.
 std::atomic<std::int64_t> g_flood_freed{0};
-struct flood_obj {
-  char bytes[64];
-};
+struct flood_obj;
 struct flood_delete {
-  void operator()(flood_obj* p) const {
-    delete p;
-    g_flood_freed.fetch_add(1, std::memory_order_relaxed);
-  }
+  void operator()(flood_obj* p) const;
 };
+struct flood_obj : quiesce::rcu_obj_base<flood_obj, flood_delete> {
+  char bytes[64 - sizeof(quiesce::rcu_obj_base<flood_obj, flood_delete>)];
+};
+static_assert(sizeof(flood_obj) == 64);
+void flood_delete::operator()(flood_obj* p) const {
+  delete p;
+  g_flood_freed.fetch_add(1, std::memory_order_relaxed);
+}
 void quiesce_retire_flood(benchmark::State& state) {
   rcu_bench::retire_flood(
-      state, [] { quiesce::rcu_retire(new flood_obj, flood_delete{}); }, busy_reader,
-      [] { quiesce::rcu_barrier(); }, g_flood_freed);
+      state, [] { (new flood_obj)->retire(); }, busy_reader, [] { quiesce::rcu_barrier(); },
+      g_flood_freed);
 }
 BENCHMARK(quiesce_retire_flood)->Iterations(1)->Unit(benchmark::kMillisecond)->UseRealTime();
 

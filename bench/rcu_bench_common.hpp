@@ -4,6 +4,7 @@
 
 #include <benchmark/benchmark.h>
 
+#include <malloc.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -11,6 +12,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <thread>
 #include <vector>
 
@@ -54,12 +56,28 @@ void synchronize_latency(benchmark::State& state, Sync sync, ReaderLoop reader_l
   state.counters["p99_us"] = static_cast<double>(h.percentile(99)) / 1e3;
 }
 
-// A retire flood: one thread retires 64-byte objects as fast as it can for flood_ns while
-// a reader thread runs read-side sections; `retire()` allocates and retires one object
-// whose deleter counts `freed`. Reports the peak of objects retired and not yet freed
-// (sampled every 256 retires) and the peak growth of the resident set over the run
-// (/proc/self/statm, sampled every millisecond by a thread of its own), and the rate.
-inline constexpr std::uint64_t flood_ns = 1'000'000'000;
+// A retire flood: one thread retires 64-byte objects (each with its callback head inside:
+// quiesce's rcu_obj_base, liburcu's rcu_head) at up to flood_rate a second for
+// flood_seconds() while a reader thread runs read-side sections; `retire()` allocates and
+// retires one object whose deleter counts `freed`. Reports the peak of objects retired and
+// not yet freed (sampled every 256 retires), the peak growth of the resident set over the
+// flood (/proc/self/statm, sampled every millisecond by a thread of its own, from a heap
+// trimmed first so that each repetition starts alike), and the rate reached (a bounded
+// retire waits, so it may fall short of flood_rate).
+inline constexpr std::uint64_t flood_rate = 10'000'000;  // objects a second, at most
+inline constexpr std::uint64_t flood_batch = 256;
+
+// QUIESCE_FLOOD_SECONDS (a positive number; `quiesce bench peers --quick` sets 1), else 10.
+inline double flood_seconds() {
+  if (const char* env = std::getenv("QUIESCE_FLOOD_SECONDS")) {
+    char* end = nullptr;
+    const double s = std::strtod(env, &end);
+    if (end != env && *end == '\0' && s > 0 && s <= 3600) return s;
+    std::fprintf(stderr, "QUIESCE_FLOOD_SECONDS=%s: not a number of seconds in (0, 3600]\n", env);
+    std::exit(2);
+  }
+  return 10;
+}
 
 inline std::int64_t resident_bytes() {
   std::FILE* f = std::fopen("/proc/self/statm", "r");
@@ -74,11 +92,13 @@ inline std::int64_t resident_bytes() {
 template <typename Retire, typename ReaderLoop, typename Barrier>
 void retire_flood(benchmark::State& state, Retire retire, ReaderLoop reader_loop, Barrier barrier,
                   const std::atomic<std::int64_t>& freed) {
+  const auto flood_ns = static_cast<std::uint64_t>(flood_seconds() * 1e9);
   std::atomic<bool> stop{false};
   std::thread reader([&] { reader_loop(stop); });
   std::int64_t peak_pending = 0, peak_rss = 0, retired = 0;
   for (auto _ : state) {
     barrier();
+    ::malloc_trim(0);  // what earlier floods left to malloc goes back to the kernel
     const std::int64_t rss0 = resident_bytes();
     const std::int64_t freed0 = freed.load();
     std::atomic<bool> sampling{true};
@@ -90,12 +110,16 @@ void retire_flood(benchmark::State& state, Retire retire, ReaderLoop reader_loop
         std::this_thread::sleep_for(std::chrono::milliseconds(1));
       }
     });
-    const std::uint64_t end = quiesce::now_ns() + flood_ns;
+    const std::uint64_t start = quiesce::now_ns(), end = start + flood_ns;
     std::int64_t n = 0;
-    while (quiesce::now_ns() < end) {
-      for (int i = 0; i < 256; ++i)
+    for (std::uint64_t now = start; now < end; now = quiesce::now_ns()) {
+      // Paced: never more than flood_rate * elapsed retired.
+      if (static_cast<double>(n) >= static_cast<double>(now - start) * 1e-9 * flood_rate) {
+        continue;
+      }
+      for (std::uint64_t i = 0; i < flood_batch; ++i)
         retire();
-      n += 256;
+      n += flood_batch;
       peak_pending = std::max(peak_pending, n - (freed.load(std::memory_order_relaxed) - freed0));
     }
     sampling = false;

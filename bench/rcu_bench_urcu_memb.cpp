@@ -69,6 +69,7 @@ struct flood_node {
   rcu_head head;
   char bytes[64 - sizeof(rcu_head)];
 };
+static_assert(sizeof(flood_node) == 64);
 void free_flood_node(rcu_head* h) {
   std::free(caa_container_of(h, flood_node, head));
   g_flood_freed.fetch_add(1, std::memory_order_relaxed);

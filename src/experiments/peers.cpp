@@ -20,6 +20,7 @@
 #include "../base/file_io.hpp"
 #include "quiesce/clock.hpp"
 #include "quiesce/experiments/spread.hpp"
+#include "quiesce/rcu.hpp"
 #include "quiesce/verity.hpp"
 
 extern char** environ;
@@ -52,6 +53,16 @@ double peer_row::ratio() const {
   return direction == better::higher ? ours_m / theirs : theirs / ours_m;
 }
 
+bool peer_row::meets_goal() const {
+  if (goal.at_most) return !ours.values.empty() && ours.max() <= *goal.at_most;
+  return ratio() >= goal.ratio;
+}
+
+std::string row_goal::text() const {
+  if (at_most) return fmt::format("<= {:g}{}", *at_most, why.empty() ? "" : " (" + why + ")");
+  return fmt::format(">= {:g}x", ratio);
+}
+
 double hashing_row::tree_ratio() const {
   return openssl.median() > 0 ? tree.median() / openssl.median() : 0;
 }
@@ -79,6 +90,7 @@ struct row_spec {
   double scale;       // applied to the field
   source ours;
   std::vector<source> peers;
+  row_goal goal = {};
 };
 
 source wq(std::string runtime, std::string benchmark) {
@@ -146,7 +158,9 @@ std::vector<row_spec> row_specs() {
   }
   // Latency under load: a CPU-bound thread per CPU at normal priority; quiesce's highpri
   // per-CPU queue against the peers' pools (which have no priority to give).
+  // Goals (issue 29): p99 a tenth of the best peer's, p99.9 under 200 us.
   for (const char* pct : {"p50", "p99", "p99.9"}) {
+    const std::string p = pct;
     rows.push_back(
         {fmt::format("post -> start under load (a spinner per CPU), {}, highpri bound", pct),
          "us",
@@ -155,7 +169,10 @@ std::vector<row_spec> row_specs() {
          1.0,
          wq("quiesce", "loaded_workqueue"),
          {wq("oneTBB", "loaded_tbb"), wq("Boost.Asio", "loaded_asio"),
-          wq("mutex+condvar", "loaded_mutex_pool")}});
+          wq("mutex+condvar", "loaded_mutex_pool")},
+         p == "p99"     ? row_goal{.ratio = 10, .at_most = {}, .why = {}}
+         : p == "p99.9" ? row_goal{.ratio = 1, .at_most = 200, .why = "a ceiling"}
+                        : row_goal{}});
   }
   for (const char* queue : {"bound", "unbound"}) {
     for (const char* pct : {"p50", "p99"}) {
@@ -222,16 +239,30 @@ std::vector<row_spec> row_specs() {
                   1e-6,
                   rcu("quiesce", "quiesce_qsbr_obj_retire_until_barrier"),
                   {rcu("liburcu qsbr", "urcu_qsbr_call_rcu_until_barrier")}});
-  // A retire flood for 1 s beside a reader: what it holds unreclaimed. (bench_rcu also
-  // prints the resident set's growth, which only a process's first flood shows: later
-  // ones reuse what malloc kept.)
-  rows.push_back({"retire flood (1 s, one thread, a reader): peak unreclaimed, default",
+  // A retire flood (bench_rcu: up to 10 M objects/s for 10 s, one thread, a reader
+  // beside it): what quiesce holds unreclaimed is bounded by the callback limit whatever
+  // the flood (liburcu's call_rcu has no bound); the resident set grows by the objects held.
+  const double cap_k = static_cast<double>(rcu_callback_limit()) * 1e-3;
+  rows.push_back({"retire flood (up to 10 M/s, a reader): peak unreclaimed, default",
                   "k objects",
                   better::lower,
                   "peak_unreclaimed",
                   1e-3,
                   rcu("quiesce", "quiesce_retire_flood"),
-                  {rcu("liburcu memb", "urcu_memb_call_rcu_flood")}});
+                  {rcu("liburcu memb", "urcu_memb_call_rcu_flood")},
+                  {.ratio = 1, .at_most = cap_k, .why = "rcu_callback_limit()"}});
+  // 64-byte objects take 80 bytes of heap each (glibc's 16-byte header), so the limit's
+  // worth is 80 MiB; the ceiling leaves a fifth more for the heap's own slack.
+  rows.push_back({"retire flood (up to 10 M/s, a reader): peak resident growth, default",
+                  "MiB",
+                  better::lower,
+                  "peak_rss_mib",
+                  1.0,
+                  rcu("quiesce", "quiesce_retire_flood"),
+                  {rcu("liburcu memb", "urcu_memb_call_rcu_flood")},
+                  {.ratio = 1,
+                   .at_most = cap_k * 1e3 * 96 / (1 << 20),
+                   .why = "96 bytes per object at the limit"}});
   return rows;
 }
 
@@ -260,10 +291,16 @@ std::string tail_of(const fs::path& file, std::size_t bytes) {
   return all.size() > bytes ? all.substr(all.size() - bytes) : all;
 }
 
+// An environment variable a benchmark program runs with, replacing this process's.
+struct env_var {
+  std::string name;
+  std::string value;
+};
+
 // Runs `program` from `dir` with JSON output to a file, its console output to a log;
 // returns its runs. `filter` is a Google Benchmark regex.
 runs run_benchmark(const fs::path& dir, const std::string& program, const std::string& filter,
-                   int repetitions, double min_time_s, const std::string& sha256 = "") {
+                   int repetitions, double min_time_s, const std::vector<env_var>& env = {}) {
   const fs::path exe = dir / program;
   if (!fs::exists(exe)) {
     throw std::runtime_error(fmt::format(
@@ -296,13 +333,17 @@ runs run_benchmark(const fs::path& dir, const std::string& program, const std::s
                                    O_WRONLY | O_CREAT | O_TRUNC, 0644);
   posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
   pid_t pid = 0;
-  // This environment, with QUIESCE_SHA256 set to `sha256` if given (bench_verity's choice).
+  // This environment, with `env` in place of what it names.
   std::vector<std::string> env_strings;
   for (char** e = environ; *e; ++e) {
-    if (sha256.empty() || std::string_view(*e).rfind("QUIESCE_SHA256=", 0) != 0)
-      env_strings.emplace_back(*e);
+    const std::string_view var = *e;
+    const bool replaced = std::any_of(env.begin(), env.end(), [&](const env_var& v) {
+      return var.size() > v.name.size() && var.rfind(v.name, 0) == 0 && var[v.name.size()] == '=';
+    });
+    if (!replaced) env_strings.emplace_back(var);
   }
-  if (!sha256.empty()) env_strings.push_back("QUIESCE_SHA256=" + sha256);
+  for (const env_var& v : env)
+    env_strings.push_back(v.name + "=" + v.value);
   std::vector<char*> envp;
   for (auto& e : env_strings)
     envp.push_back(e.data());
@@ -428,7 +469,7 @@ void run_hashing(const fs::path& dir, int repetitions, double min_time_s, bool e
     by_program["bench_verity"] =
         run_benchmark(dir, "bench_verity",
                       "^(BM_build_tree|BM_verified_sequential/bio_kib:1024|" + alone + ")(/|$)",
-                      repetitions, min_time_s, row.name);
+                      repetitions, min_time_s, {{"QUIESCE_SHA256", row.name}});
     auto verity_source = [](const std::string& benchmark) {
       return source{"quiesce", "bench_verity", benchmark};
     };
@@ -470,7 +511,8 @@ peers_result run_peers(const peers_options& options) {
   fmt::print(stderr, "quiesce bench peers: running bench_rcu ({} repetitions)...\n",
              options.repetitions);
   by_program["bench_rcu"] =
-      run_benchmark(dir, "bench_rcu", ".", options.repetitions, options.min_time_s);
+      run_benchmark(dir, "bench_rcu", ".", options.repetitions, options.min_time_s,
+                    {{"QUIESCE_FLOOD_SECONDS", fmt::format("{}", options.flood_seconds)}});
 
   peers_result result;
   result.repetitions = options.repetitions;
@@ -479,7 +521,8 @@ peers_result run_peers(const peers_options& options) {
                  .unit = spec.unit,
                  .direction = spec.direction,
                  .ours = samples(by_program, spec.ours, spec.field, spec.scale),
-                 .peers = {}};
+                 .peers = {},
+                 .goal = spec.goal};
     for (const source& p : spec.peers)
       row.peers.push_back(samples(by_program, p, spec.field, spec.scale));
     result.rows.push_back(std::move(row));
@@ -517,6 +560,7 @@ nlohmann::json peers_result::to_json() const {
                     {"peers", peers},
                     {"best_peer", row.best_peer().runtime},
                     {"ratio", row.ratio()},
+                    {"goal", row.goal.text()},
                     {"meets_goal", row.meets_goal()}});
   }
   nlohmann::json scaling = nlohmann::json::array();
@@ -566,9 +610,9 @@ std::string peers_result::markdown() const {
     std::string peers;
     for (const sample_set& p : row.peers)
       peers += fmt::format("{}{} {}", peers.empty() ? "" : "; ", p.runtime, fmt_set(p));
-    md += fmt::format("| {} ({}) | {} | {} | {} | {:.2f}x | {} |\n", row.metric, row.unit,
+    md += fmt::format("| {} ({}) | {} | {} | {} | {:.2f}x | {}: {} |\n", row.metric, row.unit,
                       fmt_set(row.ours), peers, row.best_peer().runtime, row.ratio(),
-                      row.meets_goal() ? "met" : "NOT met");
+                      row.goal.text(), row.meets_goal() ? "met" : "NOT met");
   }
   if (!r.scaling.empty()) {
     md +=

@@ -85,6 +85,7 @@ experiment_output peers(const experiment_options& o) {
                         .growth = !o.quick && !o.smoke,
                         .every_sha256 = !o.quick && !o.smoke,
                         .min_time_s = o.smoke ? 0.01 : 0.1,
+                        .flood_seconds = o.quick || o.smoke ? 1.0 : 10.0,
                         .bench_dir = {}};
   if (std::string why = peers_unavailable(p); !why.empty()) return skipped(why);
   return rendered(run_peers(p));

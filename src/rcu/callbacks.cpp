@@ -89,10 +89,11 @@ void signal_deferred_barriers() {
 }
 
 // Before each top-level callback: if a fork is being prepared, stop here (never inside a
-// callback) until the parent lets us go on. `busy` is set while the thread is not at such
-// a point.
-void pause_point(rcu_callbacks& cb) noexcept {
+// callback) until the parent lets us go on, with `rest` (this callback and those after it)
+// in `in_hand` for the child. `busy` is set while the thread is not at such a point.
+void pause_point(rcu_callbacks& cb, rcu_head* rest) noexcept {
   while (cb.pause.load(std::memory_order_seq_cst) != 0) {
+    cb.in_hand.store(rest, std::memory_order_release);
     cb.busy.store(0, std::memory_order_seq_cst);
     futex_wake_all(cb.busy);
     while (cb.pause.load(std::memory_order_seq_cst) != 0)
@@ -143,10 +144,7 @@ void run_batch(rcu_state& st, rcu_head* fifo, std::uint64_t count, bool top) {
   std::uint64_t yielded_at = stat_ns();
   unsigned until_clock = batch_clock_every;
   while (fifo) {
-    if (top) {
-      cb.in_hand.store(fifo, std::memory_order_release);  // what a fork child runs again
-      pause_point(cb);
-    }
+    if (top) pause_point(cb, fifo);
     rcu_head* const h = fifo;
     fifo = h->_Qrcu_next;  // advanced first: the callback may free its node
     invoke_or_defer(st, h);
@@ -198,7 +196,7 @@ void* callback_thread(void* arg) {
       // Taken and published together, never while a fork is being prepared: a fork child
       // finds the batch in `in_hand`.
       cb.busy.store(1, std::memory_order_seq_cst);
-      pause_point(cb);
+      pause_point(cb, nullptr);
       std::uint64_t count = 0;
       rcu_head* const fifo = reversed(cb.head.exchange(nullptr, std::memory_order_acquire), count);
       cb.in_hand.store(fifo, std::memory_order_release);

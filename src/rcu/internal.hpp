@@ -24,6 +24,7 @@
 #include <string>
 #include <thread>
 
+#include "../base/cache_line.hpp"
 #include "../base/die.hpp"
 #include "../base/list.hpp"
 #include "../base/mutant.hpp"
@@ -123,20 +124,19 @@ void this_thread_name_into(char (&out)[thread_name_len]) noexcept;
 // A noexcept primitive that cannot proceed ends the process through die() (liburcu's
 // urcu_die; src/base/die.hpp).
 
+// Laid out by writer (base/cache_line.hpp): a retire writes only the first line; the
+// callback thread's per-callback and per-batch stores go to the third; the second holds
+// what a retire reads and others write rarely. (One line for all of them cost a transfer
+// of the line per retire while the thread ran a batch.)
 struct rcu_callbacks {
-  std::atomic<rcu_head*> head{nullptr};          // A: new callbacks, a Treiber stack (newest first)
-  std::atomic<std::uint32_t> wake{0};            // A: bumped to wake the thread
-  std::atomic<bool> sleeping{false};             // A: seq_cst with head (Dekker)
-  std::atomic<bool> started{false};              // A: the thread runs (never joined; see rcu.hpp)
-  mutex start_lock{"rcu callbacks.start_lock"};  // serialises starting the thread
-  // Fork (fork.cpp): `pause` asks the thread to stop before its next callback; `busy` says
-  // it may be inside one (Dekker, seq_cst). `in_hand` is the batch it took and has not run
-  // yet (oldest first), for a fork child to queue again.
-  std::atomic<std::uint32_t> pause{0};  // A
-  std::atomic<std::uint32_t> busy{0};   // A
-  // W: the callback thread's; a fork child handler reads it while the thread is paused.
-  std::atomic<rcu_head*> in_hand{nullptr};
-  std::atomic<std::uint64_t> queued{0}, invoked{0}, batches{0}, exceptions{0};  // A
+  // Written by every queueing thread.
+  alignas(cache_line) std::atomic<rcu_head*> head{nullptr};  // A: a Treiber stack (newest first)
+  std::atomic<std::uint64_t> queued{0};                      // A
+  std::atomic<std::uint32_t> wake{0};                        // A: bumped to wake the thread
+
+  // Read by every queueing thread; written once per sleep, batch or start.
+  alignas(cache_line) std::atomic<bool> sleeping{false};  // A: seq_cst with head (Dekker)
+  std::atomic<bool> started{false};  // A: the thread runs (never joined; see rcu.hpp)
   // A flood (rcu.hpp, set_rcu_callback_limit): callbacks that have run to completion;
   // threads waiting for the backlog to drain, and the word they sleep on, bumped (and
   // woken) after each batch while any waits. Dekker between a waiter (waiters, then
@@ -144,6 +144,17 @@ struct rcu_callbacks {
   std::atomic<std::uint64_t> finished{0};         // A
   std::atomic<std::uint32_t> backlog_waiters{0};  // A
   std::atomic<std::uint32_t> drained{0};          // A
+
+  // The callback thread's. Fork (fork.cpp): `pause` asks it to stop before its next
+  // callback; `busy` says it may be inside one (Dekker, seq_cst). `in_hand` is the rest of
+  // the batch it took and has not run (oldest first), for a fork child to queue again:
+  // stored whenever `busy` goes to 0, which is when a forking thread reads it.
+  alignas(cache_line) std::atomic<std::uint32_t> pause{0};  // A
+  std::atomic<std::uint32_t> busy{0};                       // A
+  // W: the callback thread's; a fork child handler reads it while the thread is paused.
+  std::atomic<rcu_head*> in_hand{nullptr};
+  std::atomic<std::uint64_t> invoked{0}, batches{0}, exceptions{0};  // A
+  mutex start_lock{"rcu callbacks.start_lock"};  // serialises starting the thread
 };
 
 // How many scans a grace period spins for its last holdouts before it sleeps

@@ -26,6 +26,8 @@
 #include <cstdint>
 #include <memory>
 
+#include "../base/cache_line.hpp"
+
 namespace quiesce::detail {
 
 class instance_count {
@@ -44,7 +46,7 @@ class instance_count {
             void* ctx = nullptr) const noexcept;
 
  private:
-  struct alignas(64) slot {
+  struct alignas(cache_line) slot {
     std::atomic<std::uint64_t> created{0};  // A
     std::atomic<std::uint64_t> ended{0};    // A
   };

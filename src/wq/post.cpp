@@ -21,6 +21,7 @@
 #include <new>
 #include <vector>
 
+#include "../base/cache_line.hpp"
 #include "../base/mutex.hpp"
 #include "internal.hpp"
 #include "quiesce/workqueue.hpp"
@@ -30,7 +31,6 @@ namespace quiesce::detail {
 namespace {
 
 // Nodes are whole cache lines, so that two in flight on two CPUs never share one.
-constexpr std::size_t cache_line = 64;
 constexpr std::size_t node_size = (sizeof(delayed_work) + cache_line - 1) / cache_line * cache_line;
 constexpr std::size_t node_align = std::max(alignof(delayed_work), cache_line);
 constexpr unsigned batch_nodes = 32;

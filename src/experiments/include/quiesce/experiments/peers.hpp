@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,18 @@ struct sample_set {
   double max() const;
 };
 
+// What a row must show. Most rows: quiesce at least `ratio` times as good as the best peer.
+// A row about a bound quiesce keeps whatever the peers do (memory under a retire flood, a
+// latency ceiling) sets `at_most` instead: every repetition of quiesce at most that, in the
+// row's unit.
+struct row_goal {
+  double ratio = 1.0;
+  std::optional<double> at_most;
+  std::string why;  // where an `at_most` comes from ("the callback limit"), or empty
+  // ">= 1x", ">= 10x", "<= 200 (...)"
+  std::string text() const;
+};
+
 // One metric, quiesce beside every peer measured for it.
 struct peer_row {
   std::string metric;
@@ -35,13 +48,13 @@ struct peer_row {
   better direction = better::higher;
   sample_set ours;
   std::vector<sample_set> peers;
+  row_goal goal;
   // The peer with the best median.
   const sample_set& best_peer() const;
   // How quiesce's median compares with the best peer's: >= 1 means at least as good
   // (throughput ours / theirs; latency and cost theirs / ours).
   double ratio() const;
-  // The goal: at least as good as the best peer.
-  bool meets_goal() const { return ratio() >= 1.0; }
+  bool meets_goal() const;
 };
 
 // quiesce alone: throughput of N items from one thread.
@@ -95,6 +108,7 @@ struct peers_options {
   bool growth = true;               // also the scaling and burst tables
   bool every_sha256 = true;         // false: only OpenSSL and the chosen SHA-256 (quicker)
   double min_time_s = 0.1;          // each benchmark's --benchmark_min_time
+  double flood_seconds = 10;        // the retire flood's length (bench_rcu's QUIESCE_FLOOD_SECONDS)
   std::filesystem::path bench_dir;  // empty: the directory of this executable
 };
 
