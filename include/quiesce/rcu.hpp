@@ -394,7 +394,10 @@ struct rcu_stats {
   std::uint64_t hung_waiters = 0;    // "INFO: task NAME:TID blocked for more than N seconds."
   int registered_threads = 0;        // threads in the domain's registry now
   int waiting_threads = 0;           // threads blocked in rcu_synchronize/rcu_barrier now
-  histogram gp_duration_ns;          // grace periods, start to end
+  // Grace periods, from the first scan that found a reader holding one to its end; one
+  // whose first scan found none (it waited for no one, well under a microsecond) is not
+  // timed and counts as 0 ns.
+  histogram gp_duration_ns;
   bool membarrier = false;           // default domain: readers use compiler barriers only
 };
 rcu_stats rcu_domain_stats(rcu_domain& domain);

@@ -471,6 +471,7 @@ rcu_stats rcu_domain_stats(rcu_domain& domain) {
     detail::lock_guard guard(st.stats_lock);
     s.gp_duration_ns = st.gp_duration_ns;
   }
+  s.gp_duration_ns.record_n(0, st.gp_untimed.load(std::memory_order_relaxed));
   s.membarrier =
       st.flavor.marked_sections && detail::memb.membarrier.load(std::memory_order_relaxed);
   return s;

@@ -54,24 +54,38 @@ bool any_holdout(rcu_state& st, std::uint64_t gp) noexcept {
   return false;
 }
 
+// Statistics counted under gp_mutex, whose holders are their only writers: a load and a
+// store (readers of stats load them without the lock), not a locked read-modify-write.
+void count_locked(std::atomic<std::uint64_t>& counter) noexcept {
+  counter.store(counter.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+}
+
 // Waits until no registered thread holds grace period `gp`: a short spin (st.spin, under
 // gp_mutex), then (listed as a
 // waiter, the stall detector watching) sleep until a reader leaves its section (or
-// reports, or goes offline, or exits) and wakes us.
-void wait_for_readers(rcu_state& st, std::uint64_t gp, blocking_waiter& me) noexcept
+// reports, or goes offline, or exits) and wakes us. Returns when the first scan found a
+// holdout (the grace period's timed start, also the stall detector's), or 0 if it found
+// none: a grace period that waits for no one is not timed (two TSC reads were a third of
+// its cost).
+std::uint64_t wait_for_readers(rcu_state& st, std::uint64_t gp, blocking_waiter& me) noexcept
     QUIESCE_REQUIRES(st.gp_mutex) {
 #if defined(QUIESCE_RCU_BROKEN_FOR_TESTS)
   (void)st;
   (void)gp;
   (void)me;
-  return;  // deliberately broken: grace periods end at once (tests/stress only)
+  return 0;  // deliberately broken: grace periods end at once (tests/stress only)
 #endif
   std::atomic<std::uint32_t>& waiting = st.flavor.waiting;
   bool slept = false;
+  std::uint64_t timed_from = 0;
   for (int scans = 0;; ++scans) {
     if (!any_holdout(st, gp)) {
       if (scans > 0 && !slept) st.spin.caught();
-      return;
+      return timed_from;
+    }
+    if (scans == 0) {
+      timed_from = stat_ns();
+      st.gp_start_ns.store(timed_from, std::memory_order_relaxed);
     }
     if (!slept && st.spin.keep_spinning(scans)) {
       __builtin_ia32_pause();
@@ -85,7 +99,7 @@ void wait_for_readers(rcu_state& st, std::uint64_t gp, blocking_waiter& me) noex
     master_barrier(st);  // readers that left before now are seen; later ones see `waiting`
     if (!any_holdout(st, gp)) {
       waiting.store(0, std::memory_order_relaxed);
-      return;
+      return timed_from;
     }
     futex_wait(waiting, 1);
   }
@@ -93,8 +107,8 @@ void wait_for_readers(rcu_state& st, std::uint64_t gp, blocking_waiter& me) noex
 
 void run_grace_period(rcu_state& st, std::uint64_t n, blocking_waiter& me) noexcept
     QUIESCE_REQUIRES(st.gp_mutex) {
-  const std::uint64_t start = stat_ns();
-  st.gp_start_ns.store(start, std::memory_order_relaxed);
+  // Not timed yet (wait_for_readers sets it): the stall detector skips it until then.
+  st.gp_start_ns.store(0, std::memory_order_relaxed);
   // Release, then the full barrier below: a cookie taken after that barrier sees n
   // (first_grace_period_from_now), one taken before it counts this period, whose scan
   // comes after the barrier.
@@ -114,12 +128,15 @@ void run_grace_period(rcu_state& st, std::uint64_t n, blocking_waiter& me) noexc
   // cmm_smp_mb()); a seq_cst store before the fence would be a second full barrier.
   st.flavor.counter.store(st.flavor.counter_for(n), std::memory_order_relaxed);
   std::atomic_thread_fence(std::memory_order_seq_cst);
-  wait_for_readers(st, n, me);  // holds the watchdog (the stall detector) if it blocks
-  master_barrier(st);           // readers' accesses are done before anything after the call
-  const std::uint64_t end = stat_ns();
-  {
+  // Holds the watchdog (the stall detector) if it blocks.
+  const std::uint64_t timed_from = wait_for_readers(st, n, me);
+  master_barrier(st);  // readers' accesses are done before anything after the call
+  if (timed_from == 0) {
+    count_locked(st.gp_untimed);
+  } else {
+    const std::uint64_t end = stat_ns();
     lock_guard guard(st.stats_lock);
-    st.gp_duration_ns.record(end - start);
+    st.gp_duration_ns.record(end - timed_from);
   }
   if (trace::enabled()) {
     trace::emit({.ts_ns = now_ns(),
@@ -135,11 +152,6 @@ void run_grace_period(rcu_state& st, std::uint64_t n, blocking_waiter& me) noexc
   st.gp_completed.store(n, std::memory_order_release);
 }
 
-// Statistics counted under gp_mutex, whose holders are their only writers: a load and a
-// store (readers of stats load them without the lock), not a locked read-modify-write.
-void count_locked(std::atomic<std::uint64_t>& counter) noexcept {
-  counter.store(counter.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-}
 
 std::uint64_t first_grace_period_from_now(const rcu_state& st) noexcept {
   // Ordered after the caller's earlier stores (the removal), as the kernel's

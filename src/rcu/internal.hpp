@@ -187,11 +187,16 @@ struct rcu_state {
   mutex gp_mutex{"rcu gp_mutex"};              // one grace period at a time
   std::atomic<std::uint64_t> gp_started{0};    // A: written under gp_mutex
   std::atomic<std::uint64_t> gp_completed{0};  // A: written under gp_mutex
-  std::atomic<std::uint64_t> gp_start_ns{0};   // A: start of the grace period in progress
+  // A: when the grace period in progress first found a holdout (its timed start); 0 until
+  // then, and for one that finds none
+  std::atomic<std::uint64_t> gp_start_ns{0};
   gp_spin_budget spin QUIESCE_GUARDED_BY(gp_mutex);
 
   mutex stats_lock{"rcu stats_lock"};
-  histogram gp_duration_ns QUIESCE_GUARDED_BY(stats_lock);
+  histogram gp_duration_ns QUIESCE_GUARDED_BY(stats_lock);  // grace periods that waited
+  // A: written under gp_mutex only (a load and a store): grace periods whose first scan
+  // found no holdout, not timed - 0 ns in rcu_stats' histogram
+  std::atomic<std::uint64_t> gp_untimed{0};
   // A: sync_calls and sync_shared are written under gp_mutex only (a load and a store),
   // read without it
   std::atomic<std::uint64_t> sync_calls{0}, sync_shared{0}, misuse{0};

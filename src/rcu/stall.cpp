@@ -46,8 +46,9 @@ void report_stall(rcu_state& st, std::uint64_t gp, std::uint64_t now, std::uint6
 void check_domain(rcu_state& st, std::uint64_t now, const watchdog_config& c) {
   const std::uint64_t started = st.gp_started.load(std::memory_order_seq_cst);
   const std::uint64_t completed = st.gp_completed.load(std::memory_order_seq_cst);
-  if (started > completed) {
-    const std::uint64_t start = st.gp_start_ns.load(std::memory_order_relaxed);
+  // A grace period whose first scan is yet to find a holdout is not timed yet (start 0).
+  if (const std::uint64_t start = st.gp_start_ns.load(std::memory_order_relaxed);
+      started > completed && start != 0) {
     const std::uint64_t age = now > start ? now - start : 0;
     // Informational (Tasks): at rcu_tasks_info, then after mult times the last interval.
     const auto info = static_cast<std::uint64_t>(c.rcu_tasks_info.count());

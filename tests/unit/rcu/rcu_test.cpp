@@ -291,7 +291,39 @@ TEST(Rcu, StatsCountGracePeriodsAndDurations) {
   EXPECT_EQ(after.gp_completed - before.gp_completed, 5u);
   EXPECT_EQ(after.gp_started, after.gp_completed);
   EXPECT_EQ(after.gp_duration_ns.count() - before.gp_duration_ns.count(), 5u);
+  // No reader held them: each waited for no one, and counts as 0 ns (not timed).
+  EXPECT_EQ(after.gp_duration_ns.bucket(0) - before.gp_duration_ns.bucket(0), 5u);
   EXPECT_EQ(after.domain, "rcu");
+}
+
+TEST(Rcu, AGracePeriodThatWaitsForAReaderIsTimedFromTheScanThatFoundIt) {
+  rcu_domain& d = rcu_default_domain();
+  gate inside, leave;
+  std::thread reader([&] {
+    std::scoped_lock section(d);
+    inside.open();
+    leave.wait();
+  });
+  ASSERT_TRUE(inside.wait());
+  const rcu_stats before = rcu_domain_stats(d);
+  std::atomic<bool> returned{false};
+  std::thread writer([&] {
+    rcu_synchronize(d);
+    returned = true;
+  });
+  // Blocked: its first scan found the reader (and started the clock) before it slept.
+  ASSERT_TRUE(eventually([&] { return rcu_domain_stats(d).waiting_threads > 0; }));
+  constexpr auto held = 20ms;
+  std::this_thread::sleep_for(held);
+  EXPECT_FALSE(returned.load());
+  leave.open();
+  writer.join();
+  reader.join();
+  const rcu_stats after = rcu_domain_stats(d);
+  EXPECT_EQ(after.gp_duration_ns.count() - before.gp_duration_ns.count(), 1u);
+  EXPECT_EQ(after.gp_duration_ns.bucket(0), before.gp_duration_ns.bucket(0));
+  EXPECT_GE(after.gp_duration_ns.max(), static_cast<std::uint64_t>(
+                                            std::chrono::nanoseconds(held).count()));
 }
 
 // ---- QSBR ----
