@@ -152,7 +152,6 @@ void run_grace_period(rcu_state& st, std::uint64_t n, blocking_waiter& me) noexc
   st.gp_completed.store(n, std::memory_order_release);
 }
 
-
 std::uint64_t first_grace_period_from_now(const rcu_state& st) noexcept {
   // Ordered after the caller's earlier stores (the removal), as the kernel's
   // get_state_synchronize_rcu() starts with smp_mb(): a grace period that started before

@@ -58,7 +58,7 @@ void end_queued_instance_locked(pwq& q, int color, bool active, detail::unique_l
       });
     }
   }
-  q.in_flight[color].fetch_sub(1, std::memory_order_seq_cst);  // last touch of q
+  q.end_in_flight(color);  // last touch of q
   end_instance(wq);
 }
 
@@ -109,7 +109,7 @@ bool grab_pending(work& item, bool count_cancel) {
         const int color = state_of(item).color;
         count(*q.wq);
         guard.unlock();  // the domain belongs to the queue: released before its last touch
-        q.in_flight[color].fetch_sub(1, std::memory_order_seq_cst);
+        q.end_in_flight(color);
         end_instance(*q.wq);
         return true;
       }
@@ -193,7 +193,7 @@ void workqueue::flush() {
   impl_->flushes.fetch_add(1, std::memory_order_seq_cst);
   detail::wait_for_completion([&] {
     for (std::size_t i = 0; i < impl_->pwqs.size(); ++i) {
-      if (impl_->pwqs[i]->in_flight[flushing[i]].load(std::memory_order_seq_cst) > 0) return false;
+      if (impl_->pwqs[i]->any_in_flight(flushing[i])) return false;
     }
     return true;
   });

@@ -58,6 +58,7 @@
 #include <thread>
 #include <vector>
 
+#include "../base/cache_line.hpp"
 #include "../base/list.hpp"
 #include "../base/mutant.hpp"
 #include "../base/mutex.hpp"
@@ -101,6 +102,8 @@ inline constexpr bool post_node_handed_out_twice = QUIESCE_MUTANT(POST_NODE_HAND
 inline constexpr bool kick_checked_before_push = QUIESCE_MUTANT(KICK_CHECKED_BEFORE_PUSH);
 // a queuer counts the item in the flush color it read, without reading the color again
 inline constexpr bool color_not_rechecked = QUIESCE_MUTANT(COLOR_NOT_RECHECKED);
+// a flusher reads an item count before the end count (pwq::any_in_flight)
+inline constexpr bool flight_counted_read_first = QUIESCE_MUTANT(FLIGHT_COUNTED_READ_FIRST);
 // a queuer takes a free active slot although older items wait inactive
 inline constexpr bool active_skips_inactive = QUIESCE_MUTANT(ACTIVE_SKIPS_INACTIVE);
 // a posted item the queue refused is never destroyed
@@ -340,15 +343,35 @@ struct pwq {
   // reads it again, starting over (after uncounting) if it changed. So an item whose queueing
   // returned before a flip is counted in the color that flip's flusher waits for: its second
   // read came before the flip, and so did its count.
-  std::atomic<int> color{0};
-  // A (seq_cst): items queued and not finished, by flush color. Raised under L(domain);
-  // lowered when an instance ends; read by flushers without a lock.
-  std::atomic<std::int64_t> in_flight[2] = {};
+  alignas(cache_line) std::atomic<int> color{0};
   // A (relaxed): items queued here, ever - a statistic, per pwq so that posters on
   // different CPUs do not share its cache line.
   std::atomic<std::uint64_t> queued{0};
+  // A (seq_cst): items queued and not finished, by flush color, kept as two monotonic
+  // counts on two cache lines - queuers raise `counted` (on the line above, which they
+  // write anyway), ending items (and queuers that uncount) raise `ended` - so that a queuer
+  // and the worker that ends an item never write the same line. Read without a lock by
+  // flushers, `ended` first (any_in_flight).
+  std::atomic<std::uint64_t> counted[2] = {};
+  alignas(cache_line) std::atomic<std::uint64_t> ended[2] = {};
+  // Whether items of `color` are in flight. `ended` is read before `counted`, as SRCU reads
+  // its per-CPU unlock counts before the lock counts: each item's end follows its count, so
+  // equal reads mean that at the moment between them every item counted had ended. (Read
+  // the other way round, a queuer that counts and uncounts between the reads would make an
+  // item still in flight look ended: mutant flight_counted_read_first.)
+  bool any_in_flight(int c) const noexcept {
+    if constexpr (mutant::flight_counted_read_first) {
+      const std::uint64_t n = counted[c].load(std::memory_order_seq_cst);
+      std::this_thread::sleep_for(std::chrono::microseconds(200));  // the window, widened
+      return ended[c].load(std::memory_order_seq_cst) != n;
+    }
+    const std::uint64_t e = ended[c].load(std::memory_order_seq_cst);
+    return counted[c].load(std::memory_order_seq_cst) != e;
+  }
+  void count_in_flight(int c) noexcept { counted[c].fetch_add(1, std::memory_order_seq_cst); }
+  void end_in_flight(int c) noexcept { ended[c].fetch_add(1, std::memory_order_seq_cst); }
   // L(pool):
-  histogram queue_to_start_ns QUIESCE_GUARDED_BY(pool->lock);
+  alignas(cache_line) histogram queue_to_start_ns QUIESCE_GUARDED_BY(pool->lock);
   histogram run_ns QUIESCE_GUARDED_BY(pool->lock);
   std::uint64_t executed QUIESCE_GUARDED_BY(pool->lock) = 0;
   std::uint64_t exceptions QUIESCE_GUARDED_BY(pool->lock) = 0;

@@ -62,15 +62,18 @@ void activate(work& item, std::uint64_t now) {
 int count_in_flush_color(pwq& q) {
   for (;;) {
     const int color = q.color.load(std::memory_order_seq_cst);
-    // (The mutant is preempted here, as a queuer may be: the window the second read closes.)
-    if (mutant::color_not_rechecked) std::this_thread::sleep_for(std::chrono::microseconds(50));
-    q.in_flight[color].fetch_add(1, std::memory_order_seq_cst);
+    // (The mutants are preempted here, as a queuer may be: the window the second read closes,
+    // and in which a flusher that reads its counts in the wrong order misses an item.)
+    if (mutant::color_not_rechecked || mutant::flight_counted_read_first) {
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+    q.count_in_flight(color);
     if (mutant::color_not_rechecked || q.color.load(std::memory_order_seq_cst) == color) {
       return color;
     }
     // A flush flipped the color meanwhile: uncount (waking a flusher that waits for this
     // color to drain) and count again in the new one.
-    q.in_flight[color].fetch_sub(1, std::memory_order_seq_cst);
+    q.end_in_flight(color);
     notify_completion();
   }
 }

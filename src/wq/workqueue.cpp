@@ -127,8 +127,7 @@ pwq* wq_impl::pwq_in_pool(const pool* p) noexcept {
 
 bool wq_impl::in_flight() const noexcept {
   for (const auto& q : pwqs) {
-    if (q->in_flight[0].load(std::memory_order_seq_cst) > 0 ||
-        q->in_flight[1].load(std::memory_order_seq_cst) > 0) {
+    if (q->any_in_flight(0) || q->any_in_flight(1)) {
       return true;
     }
   }

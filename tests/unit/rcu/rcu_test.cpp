@@ -322,8 +322,8 @@ TEST(Rcu, AGracePeriodThatWaitsForAReaderIsTimedFromTheScanThatFoundIt) {
   const rcu_stats after = rcu_domain_stats(d);
   EXPECT_EQ(after.gp_duration_ns.count() - before.gp_duration_ns.count(), 1u);
   EXPECT_EQ(after.gp_duration_ns.bucket(0), before.gp_duration_ns.bucket(0));
-  EXPECT_GE(after.gp_duration_ns.max(), static_cast<std::uint64_t>(
-                                            std::chrono::nanoseconds(held).count()));
+  EXPECT_GE(after.gp_duration_ns.max(),
+            static_cast<std::uint64_t>(std::chrono::nanoseconds(held).count()));
 }
 
 // ---- QSBR ----

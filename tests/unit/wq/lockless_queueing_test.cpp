@@ -27,6 +27,7 @@ namespace {
 
 using namespace std::chrono_literals;
 using test::eventually;
+using test::gate;
 
 // Two CPUs of the topology, or none (a one-CPU machine cannot race two threads).
 bool two_cpus(int& a, int& b) {
@@ -128,6 +129,45 @@ TEST(LocklessQueueing, AFlushWaitsForAnItemQueuedAcrossAColorFlip) {
     ASSERT_EQ(early, -1) << "workqueue::flush() returned before item " << early
                          << ", queued before it began, had run (round " << round << ")";
   }
+}
+
+TEST(LocklessQueueing, AFlushWaitsForARunningItemWhileQueuersCountAndUncountInItsColor) {
+  // An item runs (blocked) in the color a flush waits for, while a queuer keeps queueing:
+  // one that read the color before the flip counts in the old color and then uncounts,
+  // raising the old color's end count for an item that never ran. The flush must still
+  // wait for the running item (pwq::any_in_flight reads the end count first).
+  workqueue wq("flight_race", wq_options{.unbound = true});
+  gate running, release;
+  work blocked("blocked", [&](work&) {
+    running.open();
+    release.wait();
+  });
+  ASSERT_TRUE(wq.queue(blocked));
+  ASSERT_TRUE(running.wait());
+  std::atomic<bool> stop{false};
+  std::vector<std::unique_ptr<work>> ring;
+  for (int i = 0; i < 64; ++i)
+    ring.push_back(std::make_unique<work>("racer", [](work&) {}));
+  std::thread queuer([&] {
+    for (std::size_t i = 0; !stop.load(); ++i)
+      wq.queue(*ring[i % ring.size()]);  // refused while still pending: fine
+  });
+  std::atomic<int> flushes_returned{0};
+  std::thread flusher([&] {
+    for (int i = 0; i < 50 && !stop.load(); ++i) {
+      wq.flush();
+      flushes_returned.fetch_add(1);
+    }
+  });
+  // No flush can return while the item runs; give a wrong one every chance to.
+  const bool returned_early = eventually([&] { return flushes_returned.load() > 0; }, 2s);
+  release.open();
+  stop = true;
+  flusher.join();
+  queuer.join();
+  wq.flush();
+  EXPECT_FALSE(returned_early) << "workqueue::flush() returned while an item queued before it "
+                                  "was still running";
 }
 
 TEST(LocklessQueueing, AnOrderedQueueKeepsItsOrderUnderABacklog) {
