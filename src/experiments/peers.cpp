@@ -58,11 +58,6 @@ bool peer_row::meets_goal() const {
   return ratio() >= goal.ratio;
 }
 
-std::string row_goal::text() const {
-  if (at_most) return fmt::format("<= {:g}{}", *at_most, why.empty() ? "" : " (" + why + ")");
-  return fmt::format(">= {:g}x", ratio);
-}
-
 double hashing_row::tree_ratio() const {
   return openssl.median() > 0 ? tree.median() / openssl.median() : 0;
 }
@@ -430,6 +425,16 @@ std::string fmt_value(double v) {
   return fmt::format("{:.3f}", v);
 }
 
+}  // namespace
+
+// A ceiling is printed as the table prints values, so that the two read alike.
+std::string row_goal::text() const {
+  if (at_most) return fmt::format("<= {}{}", fmt_value(*at_most), why.empty() ? "" : " (" + why + ")");
+  return fmt::format(">= {:g}x", ratio);
+}
+
+namespace {
+
 // "median (min-max)"
 std::string fmt_set(const sample_set& s) {
   return fmt::format("{} ({}-{})", fmt_value(s.median()), fmt_value(s.min()), fmt_value(s.max()));
@@ -603,7 +608,8 @@ std::string peers_result::markdown() const {
       "Medians of {} repetitions in one run (quiesce's and the peers' repetitions interleaved "
       "in a random order), (min-max) of the repetitions. Ratio: quiesce "
       "against the best peer, >= 1.00 means quiesce is at least as good (throughput: ours / "
-      "theirs; latency and cost: theirs / ours).\n\n"
+      "theirs; latency and cost: theirs / ours). Goal: a ratio to reach, or a ceiling (<=) "
+      "that every repetition of quiesce must keep, whatever the peers do.\n\n"
       "| metric | quiesce | peers | best peer | ratio | goal |\n|---|---|---|---|---|---|\n",
       r.repetitions);
   for (const peer_row& row : r.rows) {

@@ -6,6 +6,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -84,7 +85,7 @@ std::uint64_t wait_for_readers(rcu_state& st, std::uint64_t gp, blocking_waiter&
       return timed_from;
     }
     if (scans == 0) {
-      timed_from = stat_ns();
+      timed_from = std::max<std::uint64_t>(stat_ns(), 1);  // 0 means untimed
       st.gp_start_ns.store(timed_from, std::memory_order_relaxed);
     }
     if (!slept && st.spin.keep_spinning(scans)) {
