@@ -398,7 +398,7 @@ struct rcu_stats {
   // whose first scan found none (it waited for no one, well under a microsecond) is not
   // timed and counts as 0 ns.
   histogram gp_duration_ns;
-  bool membarrier = false;           // default domain: readers use compiler barriers only
+  bool membarrier = false;  // default domain: readers use compiler barriers only
 };
 rcu_stats rcu_domain_stats(rcu_domain& domain);
 

@@ -429,7 +429,8 @@ std::string fmt_value(double v) {
 
 // A ceiling is printed as the table prints values, so that the two read alike.
 std::string row_goal::text() const {
-  if (at_most) return fmt::format("<= {}{}", fmt_value(*at_most), why.empty() ? "" : " (" + why + ")");
+  if (at_most)
+    return fmt::format("<= {}{}", fmt_value(*at_most), why.empty() ? "" : " (" + why + ")");
   return fmt::format(">= {:g}x", ratio);
 }
 
