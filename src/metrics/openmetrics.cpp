@@ -246,8 +246,10 @@ void write_rcu(family_writer& w) {
          [](const rcu_stats& s) { return s.registered_threads; });
   gauges(w, n("waiting_threads"), "Threads blocked in rcu_synchronize or rcu_barrier", ds,
          [](const rcu_stats& s) { return s.waiting_threads; });
-  histograms(w, n("grace_period_seconds"), "Grace periods, start to end", ds,
-             [](const rcu_stats& s) -> const histogram& { return s.gp_duration_ns; });
+  histograms(w, n("grace_period_seconds"),
+             "Grace periods, from the first scan that found a reader holding one to the end "
+             "(0 for one that waited for no reader)",
+             ds, [](const rcu_stats& s) -> const histogram& { return s.gp_duration_ns; });
 }
 
 }  // namespace
