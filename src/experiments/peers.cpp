@@ -154,20 +154,23 @@ std::vector<row_spec> row_specs() {
   // Latency under load: a CPU-bound thread per CPU at normal priority; quiesce's highpri
   // per-CPU queue against the peers' pools (which have no priority to give).
   // Goals (issue 29): p99 a tenth of the best peer's, p99.9 under 200 us.
-  for (const char* pct : {"p50", "p99", "p99.9"}) {
-    const std::string p = pct;
+  struct loaded_row {
+    const char* pct;
+    row_goal goal;
+  };
+  for (const loaded_row& l :
+       {loaded_row{"p50", {}}, loaded_row{"p99", {.ratio = 10, .at_most = {}, .why = {}}},
+        loaded_row{"p99.9", {.ratio = 1, .at_most = 200, .why = "a ceiling"}}}) {
     rows.push_back(
-        {fmt::format("post -> start under load (a spinner per CPU), {}, highpri bound", pct),
+        {fmt::format("post -> start under load (a spinner per CPU), {}, highpri bound", l.pct),
          "us",
          better::lower,
-         fmt::format("{}_us", pct),
+         fmt::format("{}_us", l.pct),
          1.0,
          wq("quiesce", "loaded_workqueue"),
          {wq("oneTBB", "loaded_tbb"), wq("Boost.Asio", "loaded_asio"),
           wq("mutex+condvar", "loaded_mutex_pool")},
-         p == "p99"     ? row_goal{.ratio = 10, .at_most = {}, .why = {}}
-         : p == "p99.9" ? row_goal{.ratio = 1, .at_most = 200, .why = "a ceiling"}
-                        : row_goal{}});
+         l.goal});
   }
   for (const char* queue : {"bound", "unbound"}) {
     for (const char* pct : {"p50", "p99"}) {
@@ -237,7 +240,7 @@ std::vector<row_spec> row_specs() {
   // A retire flood (bench_rcu: up to 10 M objects/s for 10 s, one thread, a reader
   // beside it): what quiesce holds unreclaimed is bounded by the callback limit whatever
   // the flood (liburcu's call_rcu has no bound); the resident set grows by the objects held.
-  const double cap_k = static_cast<double>(rcu_callback_limit()) * 1e-3;
+  const auto limit = static_cast<double>(rcu_callback_limit());
   rows.push_back({"retire flood (up to 10 M/s, a reader): peak unreclaimed, default",
                   "k objects",
                   better::lower,
@@ -245,19 +248,18 @@ std::vector<row_spec> row_specs() {
                   1e-3,
                   rcu("quiesce", "quiesce_retire_flood"),
                   {rcu("liburcu memb", "urcu_memb_call_rcu_flood")},
-                  {.ratio = 1, .at_most = cap_k, .why = "rcu_callback_limit()"}});
+                  {.ratio = 1, .at_most = limit * 1e-3, .why = "rcu_callback_limit()"}});
   // 64-byte objects take 80 bytes of heap each (glibc's 16-byte header), so the limit's
   // worth is 80 MiB; the ceiling leaves a fifth more for the heap's own slack.
-  rows.push_back({"retire flood (up to 10 M/s, a reader): peak resident growth, default",
-                  "MiB",
-                  better::lower,
-                  "peak_rss_mib",
-                  1.0,
-                  rcu("quiesce", "quiesce_retire_flood"),
-                  {rcu("liburcu memb", "urcu_memb_call_rcu_flood")},
-                  {.ratio = 1,
-                   .at_most = cap_k * 1e3 * 96 / (1 << 20),
-                   .why = "96 bytes per object at the limit"}});
+  rows.push_back(
+      {"retire flood (up to 10 M/s, a reader): peak resident growth, default",
+       "MiB",
+       better::lower,
+       "peak_rss_mib",
+       1.0,
+       rcu("quiesce", "quiesce_retire_flood"),
+       {rcu("liburcu memb", "urcu_memb_call_rcu_flood")},
+       {.ratio = 1, .at_most = limit * 96 / (1 << 20), .why = "96 bytes per object at the limit"}});
   return rows;
 }
 

@@ -339,7 +339,7 @@ struct pwq {
   struct pool* const pool;      // I
   active_domain* const domain;  // I
   // A (seq_cst): the flush color given to new items. flush() flips it (flushers are
-  // serialised by flush_mutex); a queuer reads it, counts the item in in_flight[color], and
+  // serialised by flush_mutex); a queuer reads it, counts the item in counted[color], and
   // reads it again, starting over (after uncounting) if it changed. So an item whose queueing
   // returned before a flip is counted in the color that flip's flusher waits for: its second
   // read came before the flip, and so did its count.
@@ -535,7 +535,7 @@ void activate_taken_locked(pool& p, work_list& items) QUIESCE_REQUIRES(p.lock);
 // ---- flush.cpp: the end of an instance, and waiting for it --------------------------------
 // An instance of wq ended (ran, was cancelled, dropped or refused): the last touch of wq.
 void end_instance(wq_impl& wq) noexcept;
-// An instance that was counted in q (in_flight[color], and nr_active if active) ended.
+// An instance that was counted in q (counted[color], and nr_active if active) ended.
 // `pool_lk` holds q.pool->lock on entry and on return (dropped meanwhile if q's domain has
 // its own lock). The last touch of q and of its queue.
 void end_queued_instance_locked(pwq& q, int color, bool active, unique_lock& pool_lk)
