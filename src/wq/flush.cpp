@@ -46,7 +46,8 @@ void end_queued_instance_locked(pwq& q, int color, bool active, detail::unique_l
     // (The mutant that lets queuers skip waiting items is preempted here, as an ending item
     // may be: the window in which a slot is free and items still wait.)
     if (mutant::active_skips_inactive) std::this_thread::yield();
-    if (d.nr_inactive.load(std::memory_order_seq_cst) > 0 && d.should_refill(now_active) &&
+    // Refill first: above the refill mark the count of waiting items is not read at all.
+    if (d.should_refill(now_active) && d.nr_inactive.load(std::memory_order_seq_cst) > 0 &&
         !activate_inactive_here(d, *q.pool)) {
       unlocked(pool_lk, [&d] {
         work_list taken;

@@ -191,16 +191,20 @@ struct active_domain {
   // once per item. Queuers that find a free slot fill it at once either way.
   static constexpr int refill_fraction = 16;
   const int refill_at;
-  mutex lock{"wq active_domain::lock"};
+  // The slot count is written by every queuer and every ending item; the lock, the count of
+  // waiting items and their list only under a backlog, and read by ending items only when
+  // they would refill. Two lines, so that an ending item's decrement does not take the
+  // line a queuer under a backlog writes per item away from it.
   // A (seq_cst): items counted active (on a pool's lists or running). Raised below
   // max_active by try_take_slot, lowered when an active instance ends.
-  std::atomic<int> nr_active{0};
+  alignas(cache_line) std::atomic<int> nr_active{0};
   std::atomic<int> peak_active{0};  // A (relaxed): the most nr_active has been
+  alignas(cache_line) mutex lock{"wq active_domain::lock"};
   // A (seq_cst): items on `inactive`. Written under L(domain); read without it by queuers
-  // (a queuer that sees one waiting queues behind it) and by ending items (that see one
-  // waiting activate it). The Dekker pair: a waiting item is counted here before its
-  // queuer tries for a slot again, and an ending item gives its slot back before it reads
-  // this count, so one of the two sees the other.
+  // (a queuer that sees one waiting queues behind it) and by ending items that would
+  // refill (that see one waiting activate it). The Dekker pair: a waiting item is counted
+  // here before its queuer tries for a slot again, and an ending item gives its slot back
+  // before it reads this count, so one of the two sees the other.
   std::atomic<int> nr_inactive{0};
   // L(domain): items waiting for nr_active < max_active, FIFO
   work_list inactive QUIESCE_GUARDED_BY(lock);
