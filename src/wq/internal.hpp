@@ -108,6 +108,8 @@ inline constexpr bool flight_counted_read_first = QUIESCE_MUTANT(FLIGHT_COUNTED_
 inline constexpr bool active_skips_inactive = QUIESCE_MUTANT(ACTIVE_SKIPS_INACTIVE);
 // a posted item the queue refused is never destroyed
 inline constexpr bool post_refused_kept = QUIESCE_MUTANT(POST_REFUSED_KEPT);
+// an unbound pool's worker that looked for work goes on counting as on its way
+inline constexpr bool look_leaves_waking = QUIESCE_MUTANT(LOOK_LEAVES_WAKING);
 }  // namespace mutant
 
 // ---- work_state::flags ----------------------------------------------------------------------
@@ -258,6 +260,8 @@ struct pool {
   // worker that blocks (a voluntary block, or found asleep) stops counting, so blocking
   // items never starve the pool.
   int max_running() const noexcept { return bound() ? 1 : static_cast<int>(cpus.size()); }
+  // Whether a worker that found no work looks for more before it sleeps (idle_look_budget).
+  bool looks_before_sleeping() const noexcept { return !bound(); }
   unsigned flags() const noexcept { return bound() ? 0 : pool_disassociated; }
   mutex lock{"wq pool::lock"};
   // A (seq_cst): one wake-up word per worker slot. An idle worker sleeps on its slot's word
@@ -383,6 +387,23 @@ struct pwq {
   std::uint64_t hogs QUIESCE_GUARDED_BY(pool->lock) = 0;
 };
 
+// How long a worker of an unbound pool that found no work looks for more before it sleeps
+// (worker.cpp, look_for_work): a wake-up of a worker asleep on another CPU costs an
+// interprocessor interrupt, and in a virtual machine the wake-up of an idle vCPU, several
+// microseconds that a producer waiting for its item (a round trip) pays every time. So it
+// looks first, as oneTBB's workers do - adaptively, as the grace period's spin
+// (rcu/internal.hpp): the budget doubles each time looking found work and halves each time
+// it did not, within [min, max], so a pool whose work comes seldom (an idle pool) looks
+// for a microsecond and sleeps. Per-CPU pools never look: their worker shares its CPU with
+// the producer it would wait for.
+struct idle_look_budget {
+  static constexpr std::uint64_t min_ns = 1'000;
+  static constexpr std::uint64_t max_ns = 50'000;
+  std::uint64_t ns = max_ns;
+  void found() noexcept { ns = ns * 2 < max_ns ? ns * 2 : max_ns; }
+  void missed() noexcept { ns = ns / 2 > min_ns ? ns / 2 : min_ns; }
+};
+
 struct worker {
   worker(struct pool* p, int id_, int slot_, std::string name_)
       : pool(p), id(id_), slot(slot_), name(std::move(name_)) {}
@@ -423,6 +444,10 @@ struct worker {
   // W: the item running now destroyed itself from its own function (the kernel lets a
   // work function free its work_struct): after the function the worker does not touch it.
   bool item_destroyed = false;
+  // W: how long it looks for work before it sleeps (unbound pools), and whether it has
+  // looked since it last found none.
+  idle_look_budget idle_look;
+  bool looked = false;
 
   // D (under L(pool)): the watchdog's CPU-hog bookkeeping.
   std::uint64_t wd_seen_seq QUIESCE_GUARDED_BY(pool->lock) = 0;

@@ -331,6 +331,34 @@ bool sleep_idle(pool& p, worker& w, unique_lock& lk) QUIESCE_REQUIRES(p.lock) {
   }
 }
 
+// A worker of an unbound pool that found no work looks at the incoming list a little
+// longer before it sleeps (idle_look_budget). Meanwhile it counts as on its way
+// (nr_waking), so queuers that push do not kick (pool::queuer_must_kick); it stops counting
+// at the loop's top before it reads the lists, as a woken worker does, so an item pushed
+// while it looked is either seen there or kicked for. Items activated onto the worklist
+// under the lock meanwhile wait at most the look's budget.
+void look_for_work(pool& p, worker& w, unique_lock& lk) QUIESCE_REQUIRES(p.lock) {
+  // (The mutant never stops counting: queuers then never kick this pool again.)
+  w.waking = !mutant::look_leaves_waking;
+  p.nr_waking.fetch_add(1, std::memory_order_seq_cst);
+  const std::uint64_t budget = w.idle_look.ns;
+  const bool found = unlocked(lk, [&p, budget] {
+    const std::uint64_t until = stat_ns() + budget;
+    for (;;) {
+      if (p.incoming.load(std::memory_order_relaxed) != nullptr) return true;
+      // Gives the CPU to whatever else is runnable here - perhaps the producer this worker
+      // waits for; returns at once when nothing is.
+      ::sched_yield();
+      if (stat_ns() >= until) return false;
+    }
+  });
+  if (found) {
+    w.idle_look.found();
+  } else {
+    w.idle_look.missed();
+  }
+}
+
 // The worker's life: sleep idle until kicked, then process items while the pool wants it
 // to (kernel: worker_thread).
 void worker_main(worker* self) {
@@ -346,10 +374,17 @@ void worker_main(worker* self) {
       p.nr_waking.fetch_sub(1, std::memory_order_seq_cst);
     }
     if (!p.need_more_worker() && w.scheduled.empty()) {
+      if (p.looks_before_sleeping() && !w.looked && !p.has_work()) {
+        w.looked = true;
+        look_for_work(p, w, lk);
+        continue;
+      }
+      w.looked = false;
       rcu_voluntary_block idle_is_quiescent;  // an idle worker holds no Tasks grace period
       if (!sleep_idle(p, w, lk)) break;
       continue;
     }
+    w.looked = false;
 
     w.busy = true;
     update_count_locked(w);

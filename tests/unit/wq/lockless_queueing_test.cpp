@@ -8,6 +8,8 @@
 //    (active_domain::fast_activation_allowed), so an ordered queue keeps its order.
 // Each is killed by its mutant (tests/mutants): kick_checked_before_push,
 // color_not_rechecked, active_skips_inactive.
+// And an unbound pool's worker that looks for work before it sleeps counts as on its way
+// only while it looks (look_for_work): mutant look_leaves_waking.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -73,6 +75,23 @@ TEST(LocklessQueueing, APushRacingAWorkerGoingIdleIsNeverLost) {
   EXPECT_EQ(lost, 0) << "an item pushed as its pool's worker went idle never ran (a lost "
                         "wake-up)";
   rescue.flush();
+}
+
+// A worker of an unbound pool that found no work looks for more before it sleeps, counted
+// as on its way (queuers do not kick meanwhile). Once it has looked and gone to sleep, the
+// next item must wake it: each round queues one item after the pool went idle (the pause
+// lets the look end; the test passes whatever it lasts) and waits for it to run.
+TEST(LocklessQueueing, AnItemQueuedAfterAnUnboundWorkerLookedForWorkAndSleptRuns) {
+  workqueue wq("look", wq_options{.unbound = true});
+  std::atomic<int> runs{0};
+  work item("item", [&](work&) { runs.fetch_add(1); });
+  for (int round = 0; round < 20; ++round) {
+    ASSERT_TRUE(wq.queue(item));
+    ASSERT_TRUE(eventually([&] { return runs.load() == round + 1; }, 10s))
+        << "round " << round << ": an item queued to an idle unbound pool never ran (its "
+        << "worker looked for work and went to sleep still counted as on its way)";
+    std::this_thread::sleep_for(2ms);
+  }
 }
 
 // One round: a queuer queues `n` items while a flusher on the same CPU flushes in a loop and
