@@ -260,8 +260,12 @@ struct pool {
   // worker that blocks (a voluntary block, or found asleep) stops counting, so blocking
   // items never starve the pool.
   int max_running() const noexcept { return bound() ? 1 : static_cast<int>(cpus.size()); }
-  // Whether a worker that found no work looks for more before it sleeps (idle_look_budget).
-  bool looks_before_sleeping() const noexcept { return !bound(); }
+  // Whether a worker that found no work looks for more before it sleeps (idle_look_budget):
+  // normal-priority unbound pools. A per-CPU pool's worker shares its CPU with the producer
+  // it would wait for; a highpri worker runs at nice -20, so the scheduler hands the CPU
+  // straight back when it yields and its look would take the CPU from every normal thread
+  // there (and the seed 004 experiment's unbound highpri queue keeps the kernel's behaviour).
+  bool looks_before_sleeping() const noexcept { return !bound() && nice == 0; }
   unsigned flags() const noexcept { return bound() ? 0 : pool_disassociated; }
   mutex lock{"wq pool::lock"};
   // A (seq_cst): one wake-up word per worker slot. An idle worker sleeps on its slot's word
@@ -394,8 +398,7 @@ struct pwq {
 // looks first, as oneTBB's workers do - adaptively, as the grace period's spin
 // (rcu/internal.hpp): the budget doubles each time looking found work and halves each time
 // it did not, within [min, max], so a pool whose work comes seldom (an idle pool) looks
-// for a microsecond and sleeps. Per-CPU pools never look: their worker shares its CPU with
-// the producer it would wait for.
+// for a microsecond and sleeps. Which pools look: pool::looks_before_sleeping.
 struct idle_look_budget {
   static constexpr std::uint64_t min_ns = 1'000;
   static constexpr std::uint64_t max_ns = 50'000;

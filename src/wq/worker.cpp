@@ -338,6 +338,7 @@ bool sleep_idle(pool& p, worker& w, unique_lock& lk) QUIESCE_REQUIRES(p.lock) {
 // while it looked is either seen there or kicked for. Items activated onto the worklist
 // under the lock meanwhile wait at most the look's budget.
 void look_for_work(pool& p, worker& w, unique_lock& lk) QUIESCE_REQUIRES(p.lock) {
+  w.pool->lock.assert_held();  // w is a worker of p
   // (The mutant never stops counting: queuers then never kick this pool again.)
   w.waking = !mutant::look_leaves_waking;
   p.nr_waking.fetch_add(1, std::memory_order_seq_cst);
