@@ -398,13 +398,30 @@ struct pwq {
 // looks first, as oneTBB's workers do - adaptively, as the grace period's spin
 // (rcu/internal.hpp): the budget doubles each time looking found work and halves each time
 // it did not, within [min, max], so a pool whose work comes seldom (an idle pool) looks
-// for a microsecond and sleeps. Which pools look: pool::looks_before_sleeping.
+// for a microsecond and sleeps. A worker woken soon after a look that missed (sooner than
+// max after the look began) looks long enough next time to have caught that work: else a
+// producer that sleeps while its item runs, and wakes slowly, makes every look miss, the
+// budget fall to min, and every trip pay two wake-ups. Which pools look:
+// pool::looks_before_sleeping.
 struct idle_look_budget {
   static constexpr std::uint64_t min_ns = 1'000;
   static constexpr std::uint64_t max_ns = 50'000;
   std::uint64_t ns = max_ns;
-  void found() noexcept { ns = ns * 2 < max_ns ? ns * 2 : max_ns; }
-  void missed() noexcept { ns = ns / 2 > min_ns ? ns / 2 : min_ns; }
+  std::uint64_t missed_look_began_ns = 0;  // 0: the last look found work
+  void found() noexcept {
+    ns = ns * 2 < max_ns ? ns * 2 : max_ns;
+    missed_look_began_ns = 0;
+  }
+  void missed(std::uint64_t began_ns) noexcept {
+    ns = ns / 2 > min_ns ? ns / 2 : min_ns;
+    missed_look_began_ns = began_ns;
+  }
+  void woken(std::uint64_t now_ns) noexcept {
+    if (missed_look_began_ns == 0) return;
+    const std::uint64_t gap = now_ns - missed_look_began_ns;
+    missed_look_began_ns = 0;
+    if (gap < max_ns) ns = std::max(ns, std::min(max_ns, 2 * gap));
+  }
 };
 
 struct worker {

@@ -337,18 +337,25 @@ bool sleep_idle(pool& p, worker& w, unique_lock& lk) QUIESCE_REQUIRES(p.lock) {
 // at the loop's top before it reads the lists, as a woken worker does, so an item pushed
 // while it looked is either seen there or kicked for. Items activated onto the worklist
 // under the lock meanwhile wait at most the look's budget.
+constexpr int look_pauses = 8;  // ~0.3-1 us between yields, by the CPU's pause
+
 void look_for_work(pool& p, worker& w, unique_lock& lk) QUIESCE_REQUIRES(p.lock) {
   w.pool->lock.assert_held();  // w is a worker of p
   // (The mutant never stops counting: queuers then never kick this pool again.)
   w.waking = !mutant::look_leaves_waking;
   p.nr_waking.fetch_add(1, std::memory_order_seq_cst);
   const std::uint64_t budget = w.idle_look.ns;
-  const bool found = unlocked(lk, [&p, budget] {
-    const std::uint64_t until = stat_ns() + budget;
+  const std::uint64_t began = stat_ns();
+  const bool found = unlocked(lk, [&p, budget, began] {
+    const std::uint64_t until = began + budget;
     for (;;) {
-      if (p.incoming.load(std::memory_order_relaxed) != nullptr) return true;
-      // Gives the CPU to whatever else is runnable here - perhaps the producer this worker
-      // waits for; returns at once when nothing is.
+      // A few pauses between looks (a push is seen within one), then the CPU to whatever
+      // else is runnable here - perhaps the producer this worker waits for (sched_yield
+      // returns at once when nothing is).
+      for (int i = 0; i < look_pauses; ++i) {
+        if (p.incoming.load(std::memory_order_relaxed) != nullptr) return true;
+        __builtin_ia32_pause();
+      }
       ::sched_yield();
       if (stat_ns() >= until) return false;
     }
@@ -356,7 +363,7 @@ void look_for_work(pool& p, worker& w, unique_lock& lk) QUIESCE_REQUIRES(p.lock)
   if (found) {
     w.idle_look.found();
   } else {
-    w.idle_look.missed();
+    w.idle_look.missed(began);
   }
 }
 
@@ -381,8 +388,11 @@ void worker_main(worker* self) {
         continue;
       }
       w.looked = false;
-      rcu_voluntary_block idle_is_quiescent;  // an idle worker holds no Tasks grace period
-      if (!sleep_idle(p, w, lk)) break;
+      {
+        rcu_voluntary_block idle_is_quiescent;  // an idle worker holds no Tasks grace period
+        if (!sleep_idle(p, w, lk)) break;
+      }
+      if (p.looks_before_sleeping()) w.idle_look.woken(stat_ns());
       continue;
     }
     w.looked = false;
