@@ -81,18 +81,18 @@ std::uint64_t wait_for_readers(rcu_state& st, std::uint64_t gp, blocking_waiter&
   std::uint64_t timed_from = 0;
   for (int scans = 0;; ++scans) {
     if (!any_holdout(st, gp)) {
-      if (scans > 0 && !slept) st.spin.caught();
+      if (scans > 0 && !slept) st.spin.paid_off();
       return timed_from;
     }
     if (scans == 0) {
       timed_from = std::max<std::uint64_t>(stat_ns(), 1);  // 0 means untimed
       st.gp_start_ns.store(timed_from, std::memory_order_relaxed);
     }
-    if (!slept && st.spin.keep_spinning(scans)) {
+    if (!slept && scans < st.spin.value) {
       __builtin_ia32_pause();
       continue;
     }
-    if (!slept) st.spin.missed();
+    if (!slept) st.spin.wasted();
     slept = true;
     me.list();
     me.hold();

@@ -24,6 +24,7 @@
 #include <string>
 #include <thread>
 
+#include "../base/adaptive_budget.hpp"
 #include "../base/cache_line.hpp"
 #include "../base/die.hpp"
 #include "../base/list.hpp"
@@ -163,14 +164,7 @@ struct rcu_callbacks {
 // the waiter gives up the CPU, and every scan spun meanwhile only delays it. So the budget
 // halves each time spinning did not catch the last holdout and doubles each time it did,
 // within [min, max] (liburcu always spins 100). Measured by bench_rcu's busy-reader rows.
-struct gp_spin_budget {
-  static constexpr int min = 2;
-  static constexpr int max = 100;
-  int limit = max;
-  bool keep_spinning(int scans) const noexcept { return scans < limit; }
-  void caught() noexcept { limit = limit * 2 < max ? limit * 2 : max; }
-  void missed() noexcept { limit = limit / 2 > min ? limit / 2 : min; }
-};
+using gp_spin_budget = adaptive_budget<int, 2, 100>;
 
 struct rcu_state {
   rcu_state(rcu_domain& d, const rcu_flavor& f)

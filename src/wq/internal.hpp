@@ -58,6 +58,7 @@
 #include <thread>
 #include <vector>
 
+#include "../base/adaptive_budget.hpp"
 #include "../base/cache_line.hpp"
 #include "../base/list.hpp"
 #include "../base/mutant.hpp"
@@ -404,23 +405,21 @@ struct pwq {
 // budget fall to min, and every trip pay two wake-ups. Which pools look:
 // pool::looks_before_sleeping.
 struct idle_look_budget {
-  static constexpr std::uint64_t min_ns = 1'000;
-  static constexpr std::uint64_t max_ns = 50'000;
-  std::uint64_t ns = max_ns;
-  std::uint64_t missed_look_began_ns = 0;  // 0: the last look found work
+  adaptive_budget<std::uint64_t, 1'000, 50'000> ns;  // how long to look
+  std::uint64_t missed_look_began_ns = 0;            // 0: the last look found work
   void found() noexcept {
-    ns = ns * 2 < max_ns ? ns * 2 : max_ns;
+    ns.paid_off();
     missed_look_began_ns = 0;
   }
   void missed(std::uint64_t began_ns) noexcept {
-    ns = ns / 2 > min_ns ? ns / 2 : min_ns;
+    ns.wasted();
     missed_look_began_ns = began_ns;
   }
   void woken(std::uint64_t now_ns) noexcept {
     if (missed_look_began_ns == 0) return;
     const std::uint64_t gap = now_ns - missed_look_began_ns;
     missed_look_began_ns = 0;
-    if (gap < max_ns) ns = std::max(ns, std::min(max_ns, 2 * gap));
+    if (gap < ns.max) ns.value = std::max(ns.value, std::min(ns.max, 2 * gap));
   }
 };
 

@@ -344,7 +344,7 @@ void look_for_work(pool& p, worker& w, unique_lock& lk) QUIESCE_REQUIRES(p.lock)
   // (The mutant never stops counting: queuers then never kick this pool again.)
   w.waking = !mutant::look_leaves_waking;
   p.nr_waking.fetch_add(1, std::memory_order_seq_cst);
-  const std::uint64_t budget = w.idle_look.ns;
+  const std::uint64_t budget = w.idle_look.ns.value;
   const std::uint64_t began = stat_ns();
   const bool found = unlocked(lk, [&p, budget, began] {
     const std::uint64_t until = began + budget;
