@@ -14,6 +14,10 @@ struct adaptive_budget {
   T value = Max;
   void paid_off() noexcept { value = value * 2 < Max ? value * 2 : Max; }
   void wasted() noexcept { value = value / 2 > Min ? value / 2 : Min; }
+  // At least `v` from now on (at most Max).
+  void at_least(T v) noexcept {
+    if (value < v) value = v < Max ? v : Max;
+  }
 };
 
 }  // namespace quiesce::detail

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <system_error>
 
+#include "../base/cpu_relax.hpp"
 #include "../base/futex.hpp"
 #include "internal.hpp"
 #include "quiesce/clock.hpp"
@@ -89,7 +90,7 @@ std::uint64_t wait_for_readers(rcu_state& st, std::uint64_t gp, blocking_waiter&
       st.gp_start_ns.store(timed_from, std::memory_order_relaxed);
     }
     if (!slept && scans < st.spin.value) {
-      __builtin_ia32_pause();
+      cpu_relax();
       continue;
     }
     if (!slept) st.spin.wasted();

@@ -419,7 +419,7 @@ struct idle_look_budget {
     if (missed_look_began_ns == 0) return;
     const std::uint64_t gap = now_ns - missed_look_began_ns;
     missed_look_began_ns = 0;
-    if (gap < ns.max) ns.value = std::max(ns.value, std::min(ns.max, 2 * gap));
+    if (gap < ns.max) ns.at_least(2 * gap);
   }
 };
 

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "../base/blocking_hook.hpp"
+#include "../base/cpu_relax.hpp"
 #include "../base/deferred_wake.hpp"
 #include "../base/futex.hpp"
 #include "completion.hpp"
@@ -354,7 +355,7 @@ void look_for_work(pool& p, worker& w, unique_lock& lk) QUIESCE_REQUIRES(p.lock)
       // returns at once when nothing is).
       for (int i = 0; i < look_pauses; ++i) {
         if (p.incoming.load(std::memory_order_relaxed) != nullptr) return true;
-        __builtin_ia32_pause();
+        cpu_relax();
       }
       ::sched_yield();
       if (stat_ns() >= until) return false;
