@@ -262,11 +262,13 @@ struct pool {
   // items never starve the pool.
   int max_running() const noexcept { return bound() ? 1 : static_cast<int>(cpus.size()); }
   // Whether a worker that found no work looks for more before it sleeps (idle_look_budget):
-  // normal-priority unbound pools. A per-CPU pool's worker shares its CPU with the producer
-  // it would wait for; a highpri worker runs at nice -20, so the scheduler hands the CPU
-  // straight back when it yields and its look would take the CPU from every normal thread
-  // there (and the seed 004 experiment's unbound highpri queue keeps the kernel's behaviour).
-  bool looks_before_sleeping() const noexcept { return !bound() && nice == 0; }
+  // normal-priority pools. A per-CPU pool's worker shares its CPU with the producer it
+  // would wait for, and its look gives that CPU away (sched_yield) between glances, so the
+  // producer runs, queues, and the worker finds the item without a futex wake-up. A highpri
+  // worker runs at nice -20: the scheduler hands the CPU straight back when it yields, so
+  // its look would take the CPU from every normal thread there (and seed 004's experiment
+  // measures its highpri queues' workers' time runnable, which a looker would inflate).
+  bool looks_before_sleeping() const noexcept { return nice == 0; }
   unsigned flags() const noexcept { return bound() ? 0 : pool_disassociated; }
   mutex lock{"wq pool::lock"};
   // A (seq_cst): one wake-up word per worker slot. An idle worker sleeps on its slot's word
@@ -392,11 +394,12 @@ struct pwq {
   std::uint64_t hogs QUIESCE_GUARDED_BY(pool->lock) = 0;
 };
 
-// How long a worker of an unbound pool that found no work looks for more before it sleeps
-// (worker.cpp, look_for_work): a wake-up of a worker asleep on another CPU costs an
-// interprocessor interrupt, and in a virtual machine the wake-up of an idle vCPU, several
-// microseconds that a producer waiting for its item (a round trip) pays every time. So it
-// looks first, as oneTBB's workers do - adaptively, as the grace period's spin
+// How long a worker that found no work looks for more before it sleeps (worker.cpp,
+// look_for_work): a wake-up of a worker asleep on another CPU costs an interprocessor
+// interrupt, and in a virtual machine the wake-up of an idle vCPU, several microseconds
+// that a producer waiting for its item (a round trip) pays every time; on the producer's
+// own CPU (a per-CPU pool) it costs a futex call each way. So it looks first, as oneTBB's
+// workers do - adaptively, as the grace period's spin
 // (rcu/internal.hpp): the budget doubles each time looking found work and halves each time
 // it did not, within [min, max], so a pool whose work comes seldom (an idle pool) looks
 // for a microsecond and sleeps. A worker woken soon after a look that missed (sooner than

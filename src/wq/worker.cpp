@@ -332,8 +332,8 @@ bool sleep_idle(pool& p, worker& w, unique_lock& lk) QUIESCE_REQUIRES(p.lock) {
   }
 }
 
-// A worker of an unbound pool that found no work looks at the incoming list a little
-// longer before it sleeps (idle_look_budget). Meanwhile it counts as on its way
+// A worker that found no work looks at the incoming list a little longer before it sleeps
+// (idle_look_budget; which pools: pool::looks_before_sleeping). Meanwhile it counts as on its way
 // (nr_waking), so queuers that push do not kick (pool::queuer_must_kick); it stops counting
 // at the loop's top before it reads the lists, as a woken worker does, so an item pushed
 // while it looked is either seen there or kicked for. Items activated onto the worklist

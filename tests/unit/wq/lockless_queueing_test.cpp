@@ -8,8 +8,8 @@
 //    (active_domain::fast_activation_allowed), so an ordered queue keeps its order.
 // Each is killed by its mutant (tests/mutants): kick_checked_before_push,
 // color_not_rechecked, active_skips_inactive.
-// And an unbound pool's worker that looks for work before it sleeps counts as on its way
-// only while it looks (look_for_work): mutant look_leaves_waking.
+// And a normal-priority pool's worker that looks for work before it sleeps counts as on its
+// way only while it looks (look_for_work): mutant look_leaves_waking.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -77,21 +77,55 @@ TEST(LocklessQueueing, APushRacingAWorkerGoingIdleIsNeverLost) {
   rescue.flush();
 }
 
-// A worker of an unbound pool that found no work looks for more before it sleeps, counted
-// as on its way (queuers do not kick meanwhile). Once it has looked and gone to sleep, the
-// next item must wake it: each round queues one item after the pool went idle (the pause
-// lets the look end; the test passes whatever it lasts) and waits for it to run.
-TEST(LocklessQueueing, AnItemQueuedAfterAnUnboundWorkerLookedForWorkAndSleptRuns) {
-  workqueue wq("look", wq_options{.unbound = true});
+// A worker of a normal-priority pool (per-CPU or unbound) that found no work looks for
+// more before it sleeps, counted as on its way (queuers do not kick meanwhile). Once it has
+// looked and gone to sleep, the next item must wake it: each round queues one item after
+// the pool went idle (the pause lets the look end; the test passes whatever it lasts) and
+// waits for it to run.
+void queue_after_each_look(const wq_options& options, const char* kind) {
+  workqueue wq("look", options);
   std::atomic<int> runs{0};
   work item("item", [&](work&) { runs.fetch_add(1); });
   for (int round = 0; round < 20; ++round) {
     ASSERT_TRUE(wq.queue(item));
     ASSERT_TRUE(eventually([&] { return runs.load() == round + 1; }, 10s))
-        << "round " << round << ": an item queued to an idle unbound pool never ran (its "
-        << "worker looked for work and went to sleep still counted as on its way)";
+        << "round " << round << ": an item queued to an idle " << kind << " pool never ran "
+        << "(its worker looked for work and went to sleep still counted as on its way)";
     std::this_thread::sleep_for(2ms);
   }
+}
+
+TEST(LocklessQueueing, AnItemQueuedAfterAnUnboundWorkerLookedForWorkAndSleptRuns) {
+  queue_after_each_look(wq_options{.unbound = true}, "unbound");
+}
+
+TEST(LocklessQueueing, AnItemQueuedAfterAPerCpuWorkerLookedForWorkAndSleptRuns) {
+  queue_after_each_look(wq_options{}, "per-CPU");
+}
+
+// A per-CPU worker's look gives its CPU away between glances: a producer on that CPU that
+// waits for each item it queues (a round trip, yielding as it waits) still gets every item
+// run, in order, each exactly once - whether the worker found it looking or was woken.
+TEST(LocklessQueueing, RoundTripsOnOneCpuRunEveryItemOnceInOrder) {
+  const int cpu = system_topology().cpus().cpus().front();
+  workqueue wq("look_trips");
+  constexpr int trips = 5'000;
+  std::atomic<int> last{-1};
+  std::atomic<int> out_of_order{0};
+  named_thread producer("producer", cpu_set{cpu}, [&] {
+    for (int i = 0; i < trips; ++i) {
+      std::atomic<bool> done{false};
+      ASSERT_TRUE(wq.post_on(cpu, [&, i] {
+        if (last.exchange(i) != i - 1) out_of_order.fetch_add(1);
+        done.store(true);
+      }));
+      ASSERT_TRUE(eventually([&] { return done.load(); }, 10s))
+          << "trip " << i << ": the item queued on the producer's own CPU never ran";
+    }
+  });
+  producer.join();
+  EXPECT_EQ(last.load(), trips - 1);
+  EXPECT_EQ(out_of_order.load(), 0);
 }
 
 // One round: a queuer queues `n` items while a flusher on the same CPU flushes in a loop and
