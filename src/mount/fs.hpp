@@ -87,6 +87,30 @@ class fd_t {
 // "/proc/self/fd/N": reopens the inode `fd` holds (a magic link, not a path walk).
 std::string proc_path(int fd);
 
+// ---- what trees may cost -----------------------------------------------------------------
+// A verity file's tree is held whole in memory: enable builds it there, and an open reads
+// it from the sidecar (verified_file). Sidecars found in SOURCE are written by users, so the
+// daemon bounds both one tree and all of them, whoever wrote the sidecar.
+
+// Level-0 hashes one tree may have: 256 MiB, a 32 GiB file with 4 KiB blocks and SHA-256.
+// An enable or an open beyond it answers EFBIG.
+inline constexpr std::uint64_t max_level0_bytes = std::uint64_t{256} << 20;
+bool level0_over_cap(std::uint64_t data_size, std::uint64_t block_size, verity::hash_alg alg);
+// The bytes of every level of the tree a (valid) descriptor implies.
+std::uint64_t tree_bytes_of(const descriptor& d);
+// The tree bytes the verity files open or kept at once hold, and their limit
+// (verity_mount_options::tree_memory_mb): charged before a tree is read, uncharged when its
+// file is freed (shared: a file may outlive the filesystem object at teardown). An open that
+// would pass the limit answers ENOMEM until files close (kept ones are let go first).
+struct tree_budget {
+  explicit tree_budget(std::uint64_t max) : limit(max) {}
+  const std::uint64_t limit;           // I
+  std::atomic<std::uint64_t> held{0};  // A (seq_cst)
+  // Takes `bytes` if held stays within the limit; false (nothing taken) otherwise.
+  bool charge(std::uint64_t bytes) noexcept;
+  void uncharge(std::uint64_t bytes) noexcept { held.fetch_sub(bytes); }
+};
+
 // One source inode, shared by the nodes that show it.
 struct identity {
   identity(dev_t d, ino_t i, fd_t path) : dev(d), ino(i), path_fd(std::move(path)) {}
@@ -162,7 +186,9 @@ struct filesystem {
   // The verified_files of closed verity inodes, for their next open: at most 256 inodes
   // and 64 MiB of trees (8 GiB of data in 4 KiB sha256 blocks).
   retained_files retained{256, std::size_t{64} << 20};
-  mount_stats stats;  // its own lock; --stats FILE writes it
+  // The tree bytes of every verified_file alive (open or kept), within their limit.
+  std::shared_ptr<tree_budget> trees;  // I
+  mount_stats stats;                   // its own lock; --stats FILE writes it
 
   // The mount's readahead window (verity_mount_options::read_ahead_kb), written to its
   // bdi by the first request after INIT (before, the kernel's INIT would lower it again).

@@ -23,4 +23,7 @@ inline constexpr bool no_recheck = QUIESCE_MUTANT(MOUNT_NO_RECHECK);
 // a kept tree serves its inode's next descriptor
 inline constexpr bool stale_tree = QUIESCE_MUTANT(MOUNT_STALE_TREE);
 
+// a sidecar's tree is read whatever its size, and trees held at once are not bounded
+inline constexpr bool trees_unbounded = QUIESCE_MUTANT(MOUNT_TREES_UNBOUNDED);
+
 }  // namespace quiesce::mount::detail::mutant

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <system_error>
@@ -17,6 +18,49 @@ namespace quiesce::mount::detail {
 
 std::string proc_path(int fd) {
   return fmt::format("/proc/self/fd/{}", fd);
+}
+
+bool level0_over_cap(std::uint64_t data_size, std::uint64_t block_size, verity::hash_alg alg) {
+  const std::uint64_t blocks = data_size / block_size + (data_size % block_size != 0);
+  return blocks > max_level0_bytes / verity::digest_size(alg);
+}
+
+namespace {
+
+// The fs-verity descriptor's fields the tree's shape follows (fsverity_descriptor).
+struct tree_shape {
+  verity::hash_alg alg;
+  std::uint64_t block_size;
+  std::uint64_t data_size;
+};
+
+tree_shape shape_of(const descriptor& d) {
+  std::uint64_t data_size = 0;
+  for (int i = 7; i >= 0; --i)  // __le64 data_size at offset 8
+    data_size = (data_size << 8) | d[8 + static_cast<std::size_t>(i)];
+  return {static_cast<verity::hash_alg>(d[1]), std::uint64_t{1} << d[2], data_size};
+}
+
+}  // namespace
+
+std::uint64_t tree_bytes_of(const descriptor& d) {
+  const tree_shape t = shape_of(d);
+  const std::uint64_t per_block = t.block_size / verity::digest_size(t.alg);
+  std::uint64_t blocks = t.data_size / t.block_size + (t.data_size % t.block_size != 0);
+  std::uint64_t bytes = 0;
+  while (blocks > 1) {  // one level: its hashes of the level below, in whole blocks
+    blocks = blocks / per_block + (blocks % per_block != 0);
+    bytes += blocks * t.block_size;
+  }
+  return bytes;
+}
+
+bool tree_budget::charge(std::uint64_t bytes) noexcept {
+  std::uint64_t now = held.load();
+  do {
+    if (bytes > limit - std::min(now, limit)) return false;
+  } while (!held.compare_exchange_weak(now, now + bytes));
+  return true;
 }
 
 filesystem& fs_of(fuse_req_t req) {
@@ -196,14 +240,42 @@ std::shared_ptr<verified_file> filesystem::verity_file(identity& who) {
     throw std::system_error(ESTALE, std::generic_category(), "a kept tree of another descriptor");
   }
   if (!who.file) {
-    // The data through the held inode, never a path: a file renamed or replaced since is
-    // not what opens.
-    fd_t data(
-        ::open(proc_path(who.path_fd.get()).c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
-    if (!data) throw std::system_error(errno, std::generic_category(), "verity file");
-    auto v = std::make_shared<verified_file>(data.get(), who.sidecar.get(),
-                                             fmt::format("inode {}:{}", who.dev, who.ino),
-                                             *verify_wq, trust);
+    // The sidecar may be anyone's (sidecar_at): its tree is bounded before it is read.
+    const tree_shape shape = shape_of(*who.desc);
+    if (!mutant::trees_unbounded && level0_over_cap(shape.data_size, shape.block_size, shape.alg)) {
+      throw std::system_error(EFBIG, std::generic_category(),
+                              fmt::format("inode {}:{}: a tree of {} bytes is over this "
+                                          "mount's cap for one file",
+                                          who.dev, who.ino, tree_bytes_of(*who.desc)));
+    }
+    const std::uint64_t bytes = mutant::trees_unbounded ? 0 : tree_bytes_of(*who.desc);
+    if (!trees->charge(bytes)) {
+      throw std::system_error(ENOMEM, std::generic_category(),
+                              fmt::format("inode {}:{}: its tree ({} bytes) would take the "
+                                          "trees held past tree_memory_mb ({} bytes); retry "
+                                          "once files close",
+                                          who.dev, who.ino, bytes, trees->limit));
+    }
+    // Uncharged when the file is freed, or now if it is never made.
+    auto uncharge = [budget = trees, bytes](verified_file* v) {
+      delete v;
+      budget->uncharge(bytes);
+    };
+    std::unique_ptr<verified_file, decltype(uncharge)> made(nullptr, uncharge);
+    try {
+      // The data through the held inode, never a path: a file renamed or replaced since is
+      // not what opens.
+      fd_t data(::open(proc_path(who.path_fd.get()).c_str(),
+                       O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
+      if (!data) throw std::system_error(errno, std::generic_category(), "verity file");
+      made.reset(new verified_file(data.get(), who.sidecar.get(),
+                                   fmt::format("inode {}:{}", who.dev, who.ino), *verify_wq,
+                                   trust));
+    } catch (...) {
+      if (!made) trees->uncharge(bytes);
+      throw;
+    }
+    std::shared_ptr<verified_file> v(std::move(made));
     // The sidecar may have been rewritten in place since it was recognised.
     if (v->descriptor() != *who.desc) {
       throw std::system_error(ESTALE, std::generic_category(),

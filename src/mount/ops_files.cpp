@@ -69,24 +69,39 @@ int admit(filesystem& f, handle& h) {
     }
     h.counters = &f.stats.of(id.dev, id.ino, path);
   }
-  quiesce::detail::lock_guard v(id.lock);
-  if (id.desc && h.writable) return EPERM;  // as on a kernel fs-verity file, under any name
-  if (h.n->desc != id.desc) return ESTALE;
-  if (h.writable && id.enabling) return ETXTBSY;  // the kernel's deny_write_access
-  if (id.desc) {
-    try {
-      h.verity = f.verity_file(id);
-    } catch (const std::system_error& e) {
-      log(log_level::warning, fmt::format("quiesce verity mount: {}", e.what()));
-      return e.code().value();
-    } catch (const std::exception& e) {
-      log(log_level::warning, fmt::format("quiesce verity mount: {}", e.what()));
-      return EIO;
+  // Trees kept for closed files (retained.hpp) hold part of the tree budget (fs.hpp): an
+  // open refused for want of it lets them go, unlocked, and tries once more.
+  for (bool retry = true;; retry = false) {
+    std::string refused;
+    {
+      quiesce::detail::lock_guard v(id.lock);
+      if (id.desc && h.writable) return EPERM;  // as on a kernel fs-verity file, any name
+      if (h.n->desc != id.desc) return ESTALE;
+      if (h.writable && id.enabling) return ETXTBSY;  // the kernel's deny_write_access
+      int err = 0;
+      if (id.desc) {
+        try {
+          h.verity = f.verity_file(id);
+        } catch (const std::system_error& e) {
+          err = e.code().value();
+          refused = e.what();
+        } catch (const std::exception& e) {
+          err = EIO;
+          refused = e.what();
+        }
+      }
+      if (err == 0) {
+        ++id.opens;
+        if (h.writable) ++id.writers;
+        return 0;
+      }
+      if (err != ENOMEM || !retry) {
+        log(log_level::warning, fmt::format("quiesce verity mount: {}", refused));
+        return err;
+      }
     }
+    f.retained.clear();
   }
-  ++id.opens;
-  if (h.writable) ++id.writers;
-  return 0;
 }
 
 void unadmit(filesystem& f, handle& h) {

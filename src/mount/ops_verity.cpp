@@ -27,9 +27,6 @@ namespace {
 
 // The kernel's FS_VERITY_MAX_SIGNATURE_SIZE.
 constexpr std::size_t max_signature_size = 16128;
-// Level-0 hashes an enable may hold (the tree is built in memory, and a verified_file keeps
-// it): 256 MiB, a 32 GiB file with 4 KiB blocks and SHA-256. Beyond it: EFBIG.
-constexpr std::uint64_t max_level0_bytes = std::uint64_t{256} << 20;
 
 bool is_power_of_2(std::uint64_t v) {
   return v != 0 && (v & (v - 1)) == 0;
@@ -127,9 +124,9 @@ int build_and_place(fuse_req_t req, filesystem& f, node& n, const fsverity_enabl
     warn(fmt::format("inode {}: {} links; enable a file with one name", id.ino, st.st_nlink));
     return EMLINK;
   }
-  const std::uint64_t blocks =
-      (static_cast<std::uint64_t>(st.st_size) + arg.block_size - 1) / arg.block_size;
-  if (blocks > max_level0_bytes / verity::digest_size(prm.alg)) return EFBIG;
+  if (level0_over_cap(static_cast<std::uint64_t>(st.st_size), arg.block_size, prm.alg)) {
+    return EFBIG;  // (the tree is built in memory: fs.hpp, "what trees may cost")
+  }
   std::shared_ptr<node> parent;
   std::string name;
   {

@@ -6,6 +6,7 @@
 #include <poll.h>
 #include <spawn.h>
 #include <sys/mount.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -147,6 +148,23 @@ bool setuid_fusermount() {
 
 namespace {
 
+// Every node the kernel knows holds an O_PATH descriptor of its inode until the kernel
+// forgets it, and the kernel forgets only under memory pressure: any user who stats enough
+// files would otherwise exhaust a soft limit of 1,024 for every user of the mount (EMFILE
+// on every later lookup and open). The soft limit goes up to the hard one, as libfuse's
+// passthrough examples do; what is left is the hard limit, which only root raises.
+void raise_descriptor_limit() {
+  rlimit lim{};
+  if (::getrlimit(RLIMIT_NOFILE, &lim) != 0 || lim.rlim_cur >= lim.rlim_max) return;
+  const rlim_t was = lim.rlim_cur;
+  lim.rlim_cur = lim.rlim_max;
+  if (::setrlimit(RLIMIT_NOFILE, &lim) != 0) {
+    log(log_level::warning, fmt::format("quiesce verity mount: cannot raise the descriptor "
+                                        "limit from {}: {}",
+                                        was, std::strerror(errno)));
+  }
+}
+
 // The device ("major:minor") of the filesystem mounted last on `mnt`, from
 // /proc/self/mountinfo (whose paths escape space, tab, newline and backslash as \ooo).
 std::optional<std::string> mounted_device(const fs::path& mnt) {
@@ -224,6 +242,16 @@ void parse_mount_options(const std::string& list, verity_mount_options& o) {
             fmt::format("-o {}: not a whole number of KiB in 0..{}", opt, max_read_ahead_kb), 2);
       }
       o.read_ahead_kb = static_cast<unsigned>(kb);
+    } else if (opt.rfind("tree_memory_mb=", 0) == 0) {
+      const std::string v = opt.substr(15);
+      unsigned long mb = 0;
+      const auto [end_at, ec] = std::from_chars(v.data(), v.data() + v.size(), mb);
+      if (v.empty() || ec != std::errc() || end_at != v.data() + v.size() || mb < 1 ||
+          mb > max_tree_memory_mb) {
+        throw mount_error(
+            fmt::format("-o {}: not a whole number of MiB in 1..{}", opt, max_tree_memory_mb), 2);
+      }
+      o.tree_memory_mb = static_cast<unsigned>(mb);
     } else if (opt.rfind("stats=", 0) == 0) {
       if (opt.size() == 6) throw mount_error("-o stats=: no file named", 2);
       o.stats_file = fs::absolute(opt.substr(6));  // the daemon serves from /
@@ -349,6 +377,7 @@ verity_mount::verity_mount(const fs::path& source, const fs::path& mountpoint,
                                   fs::absolute(o.stats_file).parent_path().string()),
                       2);
   }
+  raise_descriptor_limit();
   impl_->options = o;
   if (!o.stats_file.empty()) impl_->options.stats_file = fs::absolute(o.stats_file);
   filesystem& f = impl_->f;
@@ -357,6 +386,11 @@ verity_mount::verity_mount(const fs::path& source, const fs::path& mountpoint,
   f.read_only = o.read_only;
   f.switch_creds = root;
   f.self_uid = ::geteuid();
+  if (o.tree_memory_mb < 1 || o.tree_memory_mb > max_tree_memory_mb) {
+    throw mount_error(
+        fmt::format("tree_memory_mb: {} is not in 1..{}", o.tree_memory_mb, max_tree_memory_mb), 2);
+  }
+  f.trees = std::make_shared<tree_budget>(std::uint64_t{o.tree_memory_mb} << 20);
   try {
     f.trust = policy_of(o);
     f.init_root();

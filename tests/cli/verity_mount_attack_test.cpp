@@ -10,6 +10,7 @@
 #include <linux/fsverity.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -724,6 +725,114 @@ TEST_F(MountAttack, SigtermWithReadsInFlightIsClean) {
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
       << "status " << status << ": " << daemon_log();
   EXPECT_FALSE(quiesce::test::is_mount_point(mnt_));
+}
+
+// Every node the kernel keeps looked up holds a descriptor in the daemon, and the kernel
+// forgets nodes only under memory pressure: a user who stats more files than the daemon's
+// soft descriptor limit must not make every later lookup and open fail (EMFILE) for every
+// user. The daemon raises its soft limit to the hard one at start.
+TEST_F(MountAttack, LookupsPastTheSoftDescriptorLimitStillServeEveryone) {
+  SKIP_UNLESS_FUSE();
+  rlimit lim{};
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &lim), 0);
+  constexpr int files = 300;
+  if (lim.rlim_max < 4 * files) GTEST_SKIP() << "the hard descriptor limit is " << lim.rlim_max;
+  fs::create_directories(user_ / "many");
+  for (int i = 0; i < files; ++i)
+    std::ofstream(user_ / "many" / ("f" + std::to_string(i))) << i;
+  std::ofstream(src_ / "shared") << "for everyone\n";
+  start("", "prlimit --nofile=64:");  // a soft limit below the files, the hard one kept
+  const int stats = as_nobody([&] {
+    for (int i = 0; i < files; ++i) {
+      struct stat st {};
+      if (::stat((mnt_ / "u" / "many" / ("f" + std::to_string(i))).c_str(), &st) != 0) {
+        return errno;
+      }
+    }
+    return 0;
+  });
+  EXPECT_EQ(stats, 0) << std::strerror(stats) << ": a lookup failed after others were kept";
+  const read_result r = nobody_read(mnt_ / "shared");
+  EXPECT_EQ(r.err, 0) << std::strerror(r.err);
+  EXPECT_EQ(r.data, "for everyone\n");
+}
+
+// The bytes of every level of the tree of `data` bytes (fs-verity's layout).
+std::uint64_t tree_bytes(std::uint64_t data, std::uint64_t block, std::uint64_t digest) {
+  const std::uint64_t per_block = block / digest;
+  std::uint64_t blocks = (data + block - 1) / block, bytes = 0;
+  while (blocks > 1) {
+    blocks = (blocks + per_block - 1) / per_block;
+    bytes += blocks * block;
+  }
+  return bytes;
+}
+
+// A sidecar in SOURCE is its user's: a consistent one may describe a sparse file of any
+// size, and a verity file's tree is read whole at open. One describing a file one block
+// over 32 GiB (a 258 MiB tree with 4 KiB blocks, sparse on disk; the kernel's format allows
+// far larger) is refused at open with EFBIG, as enable refuses such a file - the daemon
+// allocates nothing for it.
+TEST_F(MountAttack, ASidecarImplyingATreeOverTheCapIsRefusedUnread) {
+  SKIP_UNLESS_FUSE();
+  user_file("big", std::string(8192, 'b'));
+  ASSERT_EQ(shell2(std::string(QUIESCE_CLI) + " verity enable " + (user_ / "big").string()).code,
+            0);
+  ASSERT_EQ(::chown((user_ / "big.verity").c_str(), 65534, 65534), 0);
+  constexpr std::uint64_t huge = (std::uint64_t{32} << 30) + 4096;  // level 0: 256 MiB + 32
+  ASSERT_EQ(
+      as_nobody([&] {  // the user rewrites their own sidecar, and grows the file
+        const int fd = ::open((user_ / "big.verity").c_str(), O_RDWR);
+        if (fd < 0) return 1;
+        std::uint8_t le[8];
+        for (int i = 0; i < 8; ++i)
+          le[i] = static_cast<std::uint8_t>(huge >> (8 * i));
+        const bool ok = ::pwrite(fd, le, 8, 8) == 8 &&
+                        ::ftruncate(fd, static_cast<off_t>(256 + tree_bytes(huge, 4096, 32))) == 0;
+        ::close(fd);
+        return ok && ::truncate((user_ / "big").c_str(), static_cast<off_t>(huge)) == 0 ? 0 : 2;
+      }),
+      0);
+  start();
+  // Recognised as its sidecar (hidden), so the file is a verity file, not a plain one.
+  ASSERT_FALSE(fs::exists(mnt_ / "u" / "big.verity"));
+  const int err = as_nobody([&] {
+    const int fd = ::open((mnt_ / "u" / "big").c_str(), O_RDONLY);
+    if (fd >= 0) ::close(fd);
+    return errno_of(fd);
+  });
+  EXPECT_EQ(err, EFBIG) << std::strerror(err);
+  EXPECT_LT(vm_hwm_kib(pid_), 128 * 1024) << "the daemon read the tree it was to refuse";
+}
+
+// The trees of the verity files open at once are bounded (-o tree_memory_mb): past it an
+// open answers ENOMEM until a file closes; a closed file's kept tree (retained.hpp) is let
+// go for it. Two files of ~0.66 MiB of tree each under a 1 MiB bound.
+TEST_F(MountAttack, TreesOpenAtOnceStayWithinTreeMemory) {
+  SKIP_UNLESS_FUSE();
+  for (const char* name : {"a", "b"}) {
+    write_random(src_ / name, 20 << 20, name[0]);
+    ASSERT_EQ(shell2(std::string(QUIESCE_CLI) + " verity enable --block-size 1024 " +
+                     (src_ / name).string())
+                  .code,
+              0);
+  }
+  ASSERT_GT(2 * tree_bytes(20 << 20, 1024, 32), std::uint64_t{1} << 20);
+  start("-o tree_memory_mb=1");
+  const int a = ::open((mnt_ / "a").c_str(), O_RDONLY);
+  ASSERT_GE(a, 0) << std::strerror(errno);
+  char byte = 0;
+  EXPECT_EQ(::pread(a, &byte, 1, 0), 1);
+  EXPECT_LT(::open((mnt_ / "b").c_str(), O_RDONLY), 0) << "two trees held past the bound";
+  EXPECT_EQ(errno, ENOMEM);
+  ::close(a);  // its tree is kept for its next open, and let go for b's
+  int b = -1;
+  EXPECT_TRUE(eventually([&] { return (b = ::open((mnt_ / "b").c_str(), O_RDONLY)) >= 0; }))
+      << std::strerror(errno) << ": " << daemon_log();
+  if (b >= 0) {
+    EXPECT_EQ(::pread(b, &byte, 1, 0), 1);
+    ::close(b);
+  }
 }
 
 // A daemon killed outright leaves no mount behind (auto_unmount).

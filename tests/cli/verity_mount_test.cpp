@@ -481,6 +481,20 @@ TEST_F(VerityMount, ReadaheadIsTheOptionsWindow) {
   }
 }
 
+// -o tree_memory_mb=N: both ends of its range mount and serve a verity file (what the bound
+// does: MountAttack.TreesOpenAtOnceStayWithinTreeMemory).
+TEST_F(VerityMount, TreeMemoryAcceptsBothEndsOfItsRange) {
+  SKIP_UNLESS_FUSE();
+  std::ofstream(src_ / "v") << std::string(100'000, 'v');
+  ASSERT_EQ(shell(std::string(QUIESCE_CLI) + " verity enable " + (src_ / "v").string()).code, 0);
+  for (const std::string args : {"-o tree_memory_mb=1", "-o tree_memory_mb=1048576"}) {
+    start(args);
+    EXPECT_EQ(slurp(mnt_ / "v"), std::string(100'000, 'v')) << args;
+    stop();
+    ASSERT_TRUE(quiesce::test::eventually([&] { return !is_mounted(mnt_); })) << args;
+  }
+}
+
 // -o mistakes are one line and exit 2, before anything is mounted; a user who is not root
 // may not open the mount to others unless /etc/fuse.conf says so.
 TEST_F(VerityMount, OptionMistakesAreExit2) {
@@ -495,7 +509,11 @@ TEST_F(VerityMount, OptionMistakesAreExit2) {
            {"-o read_ahead_kb=", "not a whole number of KiB in 0..1048576"},
            {"-o read_ahead_kb=-1", "not a whole number of KiB in 0..1048576"},
            {"-o read_ahead_kb=1048577", "not a whole number of KiB in 0..1048576"},
-           {"-o read_ahead_kb=4k", "not a whole number of KiB in 0..1048576"}}) {
+           {"-o read_ahead_kb=4k", "not a whole number of KiB in 0..1048576"},
+           {"-o tree_memory_mb=", "not a whole number of MiB in 1..1048576"},
+           {"-o tree_memory_mb=0", "not a whole number of MiB in 1..1048576"},
+           {"-o tree_memory_mb=1048577", "not a whole number of MiB in 1..1048576"},
+           {"-o tree_memory_mb=1g", "not a whole number of MiB in 1..1048576"}}) {
     const result r = shell(cli + " " + args);
     EXPECT_EQ(r.code, 2) << args << ": " << r.out;
     EXPECT_NE(r.out.find(says), std::string::npos) << args << ": " << r.out;

@@ -416,11 +416,11 @@ void add_verity_command(CLI::App& app) {
   mnt->add_flag("-f,--foreground", m->foreground,
                 "Stay in the foreground (default: return once the mount is ready and serve "
                 "it in the background, as sshfs does)");
-  mnt->add_option(
-         "-o", m->o_lists,
-         "Mount options, comma-separated, as mount(8) and fstab pass them: ro, "
-         "allow_other, cert=FILE, require_signatures, unbound, read_ahead_kb=N, stats=FILE, "
-         "auto_unmount, noauto_unmount, nosuid, nodev, noexec, noatime, ...; repeatable")
+  mnt->add_option("-o", m->o_lists,
+                  "Mount options, comma-separated, as mount(8) and fstab pass them: ro, "
+                  "allow_other, cert=FILE, require_signatures, unbound, read_ahead_kb=N, "
+                  "tree_memory_mb=N, stats=FILE, "
+                  "auto_unmount, noauto_unmount, nosuid, nodev, noexec, noatime, ...; repeatable")
       ->allow_extra_args(false);
   mnt->add_option("--stats", m->options.stats_file,
                   "Write the mount's counters (per file verified reads, bytes and EIO replies; "

@@ -68,6 +68,13 @@ struct verity_mount_options {
   // lower it, and a sequential read through the mount runs at the window's depth: 4 MiB
   // read 256 MiB cold in half the time 128 KiB took (docs/mount.md, "At FUSE speed").
   unsigned read_ahead_kb = 4096;
+  // -o tree_memory_mb=N: the MiB the Merkle trees of the verity files open (and kept for
+  // their next open) may hold at once. A verity file's tree is read whole at open, and
+  // sidecars in SOURCE are written by its users, so this bounds what they can make the
+  // daemon allocate; an open past it answers ENOMEM until files close. One file's tree is
+  // capped apart from it (level-0 hashes of 256 MiB: a 32 GiB file with 4 KiB blocks and
+  // SHA-256; EFBIG beyond, for enable and open alike).
+  unsigned tree_memory_mb = 1024;
   // --stats FILE, -o stats=FILE: the mount's counters - per file its verified reads, bytes
   // and EIO replies, plain reads, the verification queue's queue->start percentiles - as
   // one JSON object written to FILE (absolute) every second while it serves and at its
@@ -77,10 +84,13 @@ struct verity_mount_options {
 
 // The largest -o read_ahead_kb= accepted (1 GiB).
 inline constexpr unsigned max_read_ahead_kb = 1u << 20;
+// The largest -o tree_memory_mb= accepted (1 TiB); the smallest is 1.
+inline constexpr unsigned max_tree_memory_mb = 1u << 20;
 
 // Parses one `-o` argument (comma-separated, as mount(8) and mount.fuse3 pass it) into `o`:
 // ro, rw, allow_other, default_permissions (always on), cert=FILE, require_signatures,
-// unbound, read_ahead_kb=N (0 .. max_read_ahead_kb), stats=FILE (made absolute here),
+// unbound, read_ahead_kb=N (0 .. max_read_ahead_kb), tree_memory_mb=N (1 ..
+// max_tree_memory_mb), stats=FILE (made absolute here),
 // auto_unmount, noauto_unmount, debug,
 // the kernel's generic flags (suid, nosuid,
 // dev, nodev, exec, noexec, atime, noatime, diratime, nodiratime, relatime, norelatime,
