@@ -147,7 +147,9 @@ thread_local thread_cache tl_cache;
 
 struct cache_return {
   ~cache_return() {
-    give(tl_cache.nodes);
+    // In a forked child the depots' locks may be held by parent threads that are not here
+    // (the child exits; its nodes go with it).
+    if (!in_forked_child()) give(tl_cache.nodes);
     tl_cache.nodes = {};
     tl_cache.dead = true;
   }
