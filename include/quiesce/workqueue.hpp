@@ -366,7 +366,8 @@ class workqueue {
   // (checked in one step, so a timer firing into the queue cannot slip past). Meanwhile
   // only this queue's own items may queue on it (chained queueing); other queue(),
   // queue_delayed() and mod_delayed() calls are refused. Warns through the log sink
-  // ("isn't complete after N tries") at 10 tries, then every 100.
+  // ("isn't complete after N tries") at 10 tries, then every 100. Must not be called from
+  // this queue's own items (std::logic_error, and the queue is not left draining).
   void drain();
 
   wq_stats stats() const;

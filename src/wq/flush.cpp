@@ -203,7 +203,16 @@ void workqueue::flush() {
 void workqueue::drain() {
   detail::refuse_in_forked_child("workqueue::drain");
   detail::wq_impl& wq = *impl_;
+  if (detail::is_chained(wq)) {
+    throw std::logic_error("workqueue::drain: " + wq.name + " drained from its own item");
+  }
   wq.draining.fetch_add(1, std::memory_order_seq_cst);
+  // Lowered however drain() ends (a throw from flush() must not leave the queue refusing
+  // work for good).
+  struct lower_on_exit {
+    detail::wq_impl& wq;
+    ~lower_on_exit() { wq.draining.fetch_sub(1, std::memory_order_seq_cst); }
+  } lower{wq};
   // Empty: no instance of this queue exists - none armed, queued, in transit or running
   // (one counter, which a timer firing into the queue does not change).
   auto empty = [&wq] {
@@ -225,7 +234,6 @@ void workqueue::drain() {
           fmt::format("workqueue {}: drain() isn't complete after {} tries", wq.name, tries));
     }
   }
-  wq.draining.fetch_sub(1, std::memory_order_seq_cst);
 }
 
 }  // namespace quiesce

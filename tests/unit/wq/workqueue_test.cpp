@@ -443,6 +443,29 @@ TEST(Workqueue, DrainRefusesQueueingFromOutside) {
   wq.flush();
 }
 
+// drain() from one of the queue's own items would wait for itself: it throws, and the
+// queue is not left draining (it goes on taking work from outside).
+TEST(Workqueue, DrainFromItsOwnItemThrowsAndLeavesTheQueueOpen) {
+  workqueue wq("drain_self");
+  std::atomic<int> threw{0};
+  work self("self", [&](work&) {
+    try {
+      wq.drain();
+    } catch (const std::logic_error&) {
+      threw.fetch_add(1);
+    }
+  });
+  std::atomic<int> outsider_runs{0};
+  work outsider("outsider", [&](work&) { outsider_runs.fetch_add(1); });
+  ASSERT_TRUE(wq.queue(self));
+  self.flush();
+  EXPECT_EQ(threw.load(), 1);
+  EXPECT_FALSE(wq.stats().draining);
+  EXPECT_TRUE(wq.queue(outsider)) << "the queue was left draining";
+  wq.flush();
+  EXPECT_EQ(outsider_runs.load(), 1);
+}
+
 TEST(Workqueue, DestructionRunsEverythingQueuedFirst) {
   std::atomic<int> runs{0};
   std::vector<std::unique_ptr<work>> items;
