@@ -109,7 +109,9 @@ inline constexpr bool flight_counted_read_first = QUIESCE_MUTANT(FLIGHT_COUNTED_
 inline constexpr bool active_skips_inactive = QUIESCE_MUTANT(ACTIVE_SKIPS_INACTIVE);
 // a posted item the queue refused is never destroyed
 inline constexpr bool post_refused_kept = QUIESCE_MUTANT(POST_REFUSED_KEPT);
-// an unbound pool's worker that looked for work goes on counting as on its way
+// the watchdog never activates items left waiting with a slot free (activate_stranded)
+inline constexpr bool stranded_not_swept = QUIESCE_MUTANT(STRANDED_NOT_SWEPT);
+// a normal-priority pool's worker that looked for work goes on counting as on its way
 inline constexpr bool look_leaves_waking = QUIESCE_MUTANT(LOOK_LEAVES_WAKING);
 }  // namespace mutant
 
@@ -191,7 +193,13 @@ struct active_domain {
   // I: an ending item activates waiting ones once nr_active has fallen to this: at once
   // below 32 slots (an ordered queue: as its one item ends), else once a sixteenth of the
   // slots are free, so that under a backlog the domain lock is taken once per batch, not
-  // once per item. Queuers that find a free slot fill it at once either way.
+  // once per item (the kernel's rule, a refill per ending item, cost 10-50% of dispatch
+  // throughput here: the enders and the queuers then fight for the lock on every item).
+  // Queuers that find a free slot fill it at once either way. What the batch leaves: an
+  // item whose active peers all wait for it (blocked in may_block) while fewer than a
+  // sixteenth of the slots are free would wait for ever - so the watchdog, at every tick
+  // while anything is in flight, activates items left waiting with a slot free
+  // (activate_stranded): such an item starts within a tick (4 ms by default).
   static constexpr int refill_fraction = 16;
   const int refill_at;
   // The slot count is written by every queuer and every ending item; the lock, the count of
@@ -214,7 +222,10 @@ struct active_domain {
 
   // One active slot, if nr_active is below the limit.
   bool try_take_slot() noexcept {
-    int n = nr_active.load(std::memory_order_relaxed);
+    // seq_cst, as the compare-and-swap: a queuer that finds no slot here and stays inactive
+    // is one side of the Dekker pair (nr_inactive), and a relaxed load that saw a stale full
+    // count would let both sides miss each other where RMWs are not full fences (arm64).
+    int n = nr_active.load(std::memory_order_seq_cst);
     while (n < max_active) {
       if (nr_active.compare_exchange_weak(n, n + 1, std::memory_order_seq_cst,
                                           std::memory_order_relaxed)) {
@@ -227,6 +238,11 @@ struct active_domain {
   // Whether an item that ended, leaving `now_active` active, should activate waiting ones
   // (the caller has seen nr_inactive > 0 after giving its slot back).
   bool should_refill(int now_active) const noexcept { return now_active <= refill_at; }
+  // Whether an item waits with a slot free (what activate_stranded looks for).
+  bool stranded() const noexcept {
+    return nr_inactive.load(std::memory_order_seq_cst) > 0 &&
+           nr_active.load(std::memory_order_seq_cst) < max_active;
+  }
   // Whether a new item may take a slot without the lock: none waits before it (so an
   // ordered queue keeps its order).
   bool fast_activation_allowed() const noexcept {
@@ -446,8 +462,11 @@ struct worker {
   bool cpu_intensive QUIESCE_GUARDED_BY(pool->lock) = false;
   // the watchdog saw it sleeping while counted
   bool found_asleep QUIESCE_GUARDED_BY(pool->lock) = false;
-  bool waking QUIESCE_GUARDED_BY(pool->lock) = false;      // counted in pool->nr_waking
-  work* current QUIESCE_GUARDED_BY(pool->lock) = nullptr;  // the item executing
+  bool waking QUIESCE_GUARDED_BY(pool->lock) = false;  // counted in pool->nr_waking
+  // The item executing. Its function may have destroyed it (work::~work tells the worker):
+  // others use only its address, and its interned name below.
+  work* current QUIESCE_GUARDED_BY(pool->lock) = nullptr;
+  const char* current_name QUIESCE_GUARDED_BY(pool->lock) = nullptr;  // interned: never freed
   struct pwq* current_pwq QUIESCE_GUARDED_BY(pool->lock) = nullptr;
   std::uint64_t current_start_ns QUIESCE_GUARDED_BY(pool->lock) = 0;
   // executions started by this worker
@@ -505,6 +524,9 @@ void number_queue(wq_impl& wq) noexcept;
 // A queue destroyed after exit began: its state is kept (reachable, never freed) instead of
 // waiting for its running items; workers may still touch it until the process ends.
 void keep_until_exit(wq_impl* wq);
+// The watchdog's tick (workqueue.cpp): activates, in every live queue, the items that wait
+// inactive while their domain has a slot free (active_domain::refill_at says why any do).
+void activate_stranded();
 
 // ---- worker.cpp: workers and concurrency management ---------------------------------------
 void kick_pool_locked(pool& p)

@@ -62,6 +62,7 @@ class registry {
     // The pools' timestamps are stat_ns() (clock.hpp): their ages are taken on that clock.
     watchdog_ = watchdog_register("workqueue", [this](std::uint64_t, const watchdog_config& c) {
       wq_watchdog_check(all(), stat_ns(), c);
+      activate_stranded();
     });
   }
 

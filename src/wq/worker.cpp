@@ -236,6 +236,7 @@ void process_one_work(pool& p, worker& w, work& item, unique_lock& lk) QUIESCE_R
   // Published to queuers by the release-acquire chain of the pending bit (cleared below).
   state_of(item).last_pool.store(&p, std::memory_order_release);
   w.current = &item;
+  w.current_name = state_of(item).trace_name;
   w.current_pwq = &q;
   w.current_start_ns = start;
   ++w.current_seq;
@@ -271,6 +272,7 @@ void process_one_work(pool& p, worker& w, work& item, unique_lock& lk) QUIESCE_R
   ++q.executed;
   if (threw) ++q.exceptions;
   w.current = nullptr;
+  w.current_name = nullptr;
   w.current_pwq = nullptr;
   w.cpu_intensive = false;
   w.block_depth = 0;

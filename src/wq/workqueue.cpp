@@ -196,6 +196,27 @@ workqueue::~workqueue() {
   delete impl_;
 }
 
+namespace detail {
+
+void activate_stranded() {
+  if (mutant::stranded_not_swept) return;
+  live_queues& l = live();
+  detail::lock_guard guard(l.lock);
+  for (const wq_impl* wq : l.queues) {
+    for (const auto& d : wq->domains) {
+      if (!d->stranded()) continue;  // (two loads: the common case costs no lock)
+      work_list taken;
+      {
+        detail::lock_guard domain_guard(d->lock);
+        take_inactive_locked(*d, taken);
+      }
+      activate_taken(taken);
+    }
+  }
+}
+
+}  // namespace detail
+
 std::vector<wq_stats> all_workqueue_stats() {
   detail::refuse_in_forked_child("all_workqueue_stats");
   std::vector<wq_stats> all;

@@ -77,7 +77,7 @@ std::string lockup_report_locked(pool& p, std::uint64_t now, std::uint64_t since
     w->pool->lock.assert_held();
     if (!w->current) continue;
     msg += fmt::format("\n  in-flight: {}:{} [workqueue {}] running for {} ms", w->tid,
-                       w->current->name(), w->current_pwq->wq->name,
+                       w->current_name, w->current_pwq->wq->name,
                        (now - w->current_start_ns) / 1'000'000u);
   }
   // The worklist, then what queuers pushed since (newest first); the chain below the
@@ -133,7 +133,7 @@ void check_pool_locked(pool& p, std::uint64_t now, const watchdog_config& c, poo
         ++w.current_pwq->hogs;
         watchdog_count(watchdog_counter::wq_cpu_hogs);
         update_count_locked(w);
-        out.hogs.push_back(w.current->name());
+        out.hogs.push_back(w.current_name);
       }
     }
     // Asleep while counted, with work waiting: the scheduler hook we do not have.

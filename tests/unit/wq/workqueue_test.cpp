@@ -280,6 +280,57 @@ TEST(Workqueue, MaxActiveIsGlobalForUnboundQueues) {
   check_max_active(wq, 12, 3, -1);
 }
 
+// A slot freed by an ending item goes to a waiting item, as in the kernel: with max_active
+// 32, 31 active items wait (in may_block) for an item that waits inactive behind them, and
+// a 32nd ends - the waiting one must start, or nothing ever ends. (An ending item refills
+// once a sixteenth of the slots are free; the watchdog activates what waits with fewer
+// free: active_domain::refill_at.) For both kinds of queue (bound: the limit is per CPU,
+// so all on one CPU).
+void a_freed_slot_activates_a_waiting_item(workqueue& wq, int cpu) {
+  constexpr int limit = 32;
+  gate freed, release_last;
+  std::atomic<int> waiting{0};
+  std::atomic<bool> freed_ran{false};
+  std::vector<std::unique_ptr<work>> items;
+  for (int i = 0; i < limit - 1; ++i) {
+    items.push_back(std::make_unique<work>("waits_for_freer", [&](work&) {
+      waiting.fetch_add(1);
+      may_block blocking;
+      freed.wait();
+    }));
+  }
+  items.push_back(std::make_unique<work>("ends_last", [&](work&) {
+    may_block blocking;
+    release_last.wait();
+  }));
+  work freer("freer", [&](work&) {
+    freed_ran = true;
+    freed.open();
+  });
+  auto queue = [&](work& w) { return cpu >= 0 ? wq.queue_on(cpu, w) : wq.queue(w); };
+  for (auto& w : items)
+    ASSERT_TRUE(queue(*w));
+  ASSERT_TRUE(eventually([&] { return waiting.load() == limit - 1; }));
+  ASSERT_TRUE(queue(freer));  // no slot: it waits inactive
+  EXPECT_EQ(wq.stats().peak_active, limit);
+  release_last.open();  // one slot comes free
+  const bool ran = eventually([&] { return freed_ran.load(); }, 10s);
+  EXPECT_TRUE(ran) << "a slot came free and the item waiting for one never started";
+  if (!ran) freed.open();  // let the others end, so that the queue can
+  wq.flush();
+}
+
+TEST(Workqueue, AFreedSlotActivatesAWaitingItemUnbound) {
+  workqueue wq("refill_u",
+               wq_options{.unbound = true, .max_active = 32, .scope = affinity_scope::system});
+  a_freed_slot_activates_a_waiting_item(wq, -1);
+}
+
+TEST(Workqueue, AFreedSlotActivatesAWaitingItemPerCpu) {
+  workqueue wq("refill_b", wq_options{.max_active = 32});
+  a_freed_slot_activates_a_waiting_item(wq, first_cpu());
+}
+
 TEST(Workqueue, UnboundScopeCpuRunsOnThatCpu) {
   workqueue wq("ucpu", wq_options{.unbound = true, .scope = affinity_scope::cpu});
   for (int cpu : system_topology().cpus()) {
