@@ -94,11 +94,12 @@ struct pending_sidecar {
     temp_name.clear();
     return errno;
   }
-  // Gives it `name` in the directory unless that name exists (EEXIST).
-  int place(const std::string& name) {
-    const int rc = temp_name.empty() ? ::linkat(AT_FDCWD, proc_path(fd.get()).c_str(), dir,
+  // Gives it `name` in the directory `to` (the one it was opened in, or another of the same
+  // filesystem) unless that name exists (EEXIST).
+  int place(int to, const std::string& name) {
+    const int rc = temp_name.empty() ? ::linkat(AT_FDCWD, proc_path(fd.get()).c_str(), to,
                                                 name.c_str(), AT_SYMLINK_FOLLOW)
-                                     : ::linkat(dir, temp_name.c_str(), dir, name.c_str(), 0);
+                                     : ::linkat(dir, temp_name.c_str(), to, name.c_str(), 0);
     return rc == 0 ? 0 : errno;
   }
 };
@@ -160,10 +161,25 @@ int build_and_place(fuse_req_t req, filesystem& f, node& n, const fsverity_enabl
     pending_sidecar pending;
     if (const int err = pending.open(parent->fd(), name)) return err;
     verity::write_sidecar(pending.fd.get(), side, t, sig);
+    // The file's owner's, not the daemon's: a sidecar the daemon owns is accepted beside any
+    // file (sidecar_at), so one a user enabled and then moved could make another user's
+    // file a verity file.
+    if (f.switch_creds && ::fchown(pending.fd.get(), st.st_uid, st.st_gid) != 0) return errno;
     // Opened under the mount's trust policy (a signature checked) before it has a name.
     auto v =
         std::make_shared<verified_file>(data.get(), pending.fd.get(), name, *f.verify_wq, f.trust);
-    if (const int err = pending.place(side)) return err;
+    // Beside the name the file has now: renamed through the mount while its tree was built,
+    // the node followed it (filesystem::renamed); renamed behind the mount's back, ESTALE.
+    {
+      quiesce::detail::lock_guard g(f.table);
+      parent = n.parent;
+      name = n.name;
+    }
+    if (!parent || ::fstatat(parent->fd(), name.c_str(), &at, AT_SYMLINK_NOFOLLOW) != 0 ||
+        at.st_dev != id.dev || at.st_ino != id.ino) {
+      return ESTALE;
+    }
+    if (const int err = pending.place(parent->fd(), name + sidecar_suffix)) return err;
     fd_t kept(::fcntl(pending.fd.get(), F_DUPFD_CLOEXEC, 0));
     if (!kept) return errno;
     // Published with no plain read between its check and its reply.

@@ -16,13 +16,16 @@
 #include <unistd.h>
 
 #include <array>
+#include <atomic>
 #include <cerrno>
 #include <csignal>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "mount_fixture.hpp"
@@ -833,6 +836,109 @@ TEST_F(MountAttack, TreesOpenAtOnceStayWithinTreeMemory) {
     EXPECT_EQ(::pread(b, &byte, 1, 0), 1);
     ::close(b);
   }
+}
+
+// Runs `fn` in a child as `uid` (its own group, no others); the child's exit status.
+int as_user(uid_t uid, const std::function<int()>& fn) {
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    if (::setgroups(0, nullptr) != 0 || ::setresgid(uid, uid, uid) != 0 ||
+        ::setresuid(uid, uid, uid) != 0) {
+      std::_Exit(255);
+    }
+    std::_Exit(fn());
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+// A sidecar the mount writes is the file's owner's: one a user enabled and then moved in
+// SOURCE beside another user's file (a sticky shared directory) does not make that file a
+// verity file - before, the daemon's own sidecars were accepted beside any file, and the
+// victim's file became read-only to its owner.
+TEST_F(MountAttack, AMovedSidecarDoesNotMakeAnotherUsersFileVerity) {
+  SKIP_UNLESS_FUSE();
+  constexpr uid_t victim = 1000;
+  fs::create_directories(src_ / "shared");
+  ::chmod((src_ / "shared").c_str(), 01777);
+  std::ofstream(src_ / "shared" / "victim.txt") << "the victim's\n";
+  ASSERT_EQ(::chown((src_ / "shared" / "victim.txt").c_str(), victim, victim), 0);
+  ::chmod((src_ / "shared" / "victim.txt").c_str(), 0644);
+  user_file("a", "the victim's\n");
+  start();
+  ASSERT_EQ(as_nobody([&] { return enable_path(mnt_ / "u" / "a"); }), 0);
+  struct stat side {};
+  ASSERT_EQ(::stat((user_ / "a.verity").c_str(), &side), 0);
+  EXPECT_EQ(side.st_uid, quiesce::test::nobody_uid) << "the sidecar is not the file owner's";
+  ASSERT_EQ(as_nobody([&] {
+              return ::rename((user_ / "a.verity").c_str(),
+                              (src_ / "shared" / "victim.txt.verity").c_str()) == 0
+                         ? 0
+                         : errno;
+            }),
+            0);
+  // The victim still writes their file through the mount (the kernel may keep the old name
+  // cached for the attribute timeout; a verity file would refuse with EPERM every time).
+  int err = 0;
+  EXPECT_TRUE(eventually(
+      [&] {
+        err = as_user(victim, [&] {
+          const int fd = ::open((mnt_ / "shared" / "victim.txt").c_str(), O_WRONLY | O_APPEND);
+          if (fd < 0) return errno;
+          const bool wrote = ::write(fd, "more\n", 5) == 5;
+          ::close(fd);
+          return wrote ? 0 : EIO;
+        });
+        return err == 0;
+      },
+      std::chrono::seconds(5)))
+      << std::strerror(err) << ": the moved sidecar made it verity";
+}
+
+// An enable whose file is renamed through the mount while its tree is built puts the
+// sidecar beside the new name: none is left behind under the old one (where a file created
+// later under that name would have found it), and the file is a verity file under the new.
+// The rename waits until a writable open answers ETXTBSY: the build is running (the
+// enable retries while such a probe holds a writer).
+TEST_F(MountAttack, ARenameDuringEnableTakesTheSidecarAlong) {
+  SKIP_UNLESS_FUSE();
+  { std::ofstream(src_ / "e"); }
+  ASSERT_EQ(::truncate((src_ / "e").c_str(), off_t{1} << 30), 0);  // sparse: a long build
+  start();
+  std::atomic<int> enabled{-1};
+  std::thread enabler([&] {
+    int r = ETXTBSY;
+    while (r == ETXTBSY)
+      r = enable_path(mnt_ / "e");
+    enabled = r;
+  });
+  int seen = 0;
+  const bool probed = eventually([&] {
+    const int w = ::open((mnt_ / "e").c_str(), O_WRONLY);
+    if (w >= 0) {
+      ::close(w);  // not started yet
+      return false;
+    }
+    seen = errno;
+    return true;
+  });
+  if (!probed || seen != ETXTBSY) {
+    enabler.join();
+    GTEST_SKIP() << "the build ended before a rename could race it (" << std::strerror(seen) << ")";
+  }
+  const int renamed = ::rename((mnt_ / "e").c_str(), (mnt_ / "e2").c_str()) == 0 ? 0 : errno;
+  enabler.join();
+  ASSERT_EQ(renamed, 0) << std::strerror(renamed);
+  EXPECT_EQ(enabled.load(), 0) << std::strerror(enabled.load());
+  EXPECT_FALSE(fs::exists(src_ / "e.verity")) << "the sidecar was left under the old name";
+  EXPECT_TRUE(fs::exists(src_ / "e2.verity"));
+  const int fd = ::open((mnt_ / "e2").c_str(), O_RDONLY);
+  ASSERT_GE(fd, 0) << std::strerror(errno);
+  int measured = 0;
+  measure(fd, measured);
+  EXPECT_EQ(measured, 0) << std::strerror(measured);
+  ::close(fd);
 }
 
 // A daemon killed outright leaves no mount behind (auto_unmount).
