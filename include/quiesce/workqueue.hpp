@@ -345,8 +345,10 @@ class workqueue {
   }
 
   // post(), with a result: the returned future holds fn's value or the exception it threw.
-  // If the queue refuses the item, or it is dropped at exit, the future's get() throws
-  // std::future_error (broken_promise). Waiting on the future from a work item of a
+  // If the queue refuses the item, the future's get() throws std::future_error
+  // (broken_promise). An item dropped at process exit is neither run nor destroyed (post's
+  // exit rule), so its future never becomes ready: code that runs at exit (a static's
+  // destructor) must not wait for one. Waiting on the future from a work item of a
   // per-CPU queue does not release the CPU to the pool's other items: wait inside a
   // may_block scope, or chain the next step as another item. (A std::future, not a new
   // type: it is what C++ users already wait on, and its shared state is one allocation.)
