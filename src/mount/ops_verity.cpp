@@ -1,11 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
 // The fs-verity ioctls of `quiesce verity mount` (fs.hpp), with the kernel's rules and
 // errno values (fs/verity/enable.c, measure.c): FS_IOC_ENABLE_VERITY, FS_IOC_MEASURE_VERITY,
-// FS_IOC_GETFLAGS; FS_IOC_READ_VERITY_METADATA is refused.
+// FS_IOC_GETFLAGS (the source's flags and verity); FS_IOC_READ_VERITY_METADATA is refused
+// on a verity file (ENODATA on any other, as the kernel's).
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <linux/fs.h>
 #include <linux/fsverity.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -103,6 +105,23 @@ struct pending_sidecar {
     return rc == 0 ? 0 : errno;
   }
 };
+
+// Whether the inode `path_fd` holds (O_PATH) is append-only (chattr +a).
+bool is_append_only(int path_fd) {
+  struct statx sx {};
+  return ::statx(path_fd, "", AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW, 0, &sx) == 0 &&
+         (sx.stx_attributes_mask & STATX_ATTR_APPEND) && (sx.stx_attributes & STATX_ATTR_APPEND);
+}
+
+// The source inode's own flags (FS_IOC_GETFLAGS: lsattr's a, i, e, ...), or 0 where they
+// cannot be read. Through a read-only descriptor the daemon opens: the caller holds an
+// open file of it already.
+int source_flags(const node& n) {
+  fd_t fd(::open(proc_path(n.fd()).c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
+  int flags = 0;
+  if (!fd || ::ioctl(fd.get(), FS_IOC_GETFLAGS, &flags) != 0) return 0;
+  return flags;
+}
 
 void on_interrupt(fuse_req_t, void* stop) {
   static_cast<std::atomic<bool>*>(stop)->store(true);
@@ -222,6 +241,7 @@ int enable(fuse_req_t req, filesystem& f, node& n, int open_flags, bool handle_w
     if (const int err = who.may_write(n.fd())) return err;
   }
   if ((open_flags & O_ACCMODE) != O_RDONLY && (open_flags & O_ACCMODE) != O_RDWR) return EBADF;
+  if (is_append_only(n.fd())) return EPERM;  // the kernel's IS_APPEND check, in its place
   if (n.is_dir()) return EISDIR;
   if (!n.is_reg()) return EINVAL;
   if (f.read_only) return EROFS;
@@ -277,7 +297,7 @@ void op_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void*, fuse_file
       return (void)fuse_reply_ioctl(req, 0, nullptr, 0);
     }
     case FS_IOC_GETFLAGS: {
-      int iflags = 0;
+      int iflags = source_flags(*n) & ~FS_VERITY_FL;  // verity is the mount's to say
       {
         quiesce::detail::lock_guard g(n->who->lock);
         if (n->who->desc) iflags |= FS_VERITY_FL;
@@ -285,10 +305,12 @@ void op_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void*, fuse_file
       if (out_size < sizeof iflags) return (void)fuse_reply_err(req, EINVAL);
       return (void)fuse_reply_ioctl(req, 0, &iflags, sizeof iflags);
     }
-    case FS_IOC_READ_VERITY_METADATA:
+    case FS_IOC_READ_VERITY_METADATA: {
       // Its argument holds a pointer into the caller's memory that a restricted FUSE ioctl
-      // cannot write through.
-      return (void)fuse_reply_err(req, EOPNOTSUPP);
+      // cannot write through: refused on a verity file; on any other, the kernel's ENODATA.
+      quiesce::detail::lock_guard g(n->who->lock);
+      return (void)fuse_reply_err(req, n->who->desc ? EOPNOTSUPP : ENODATA);
+    }
     default:
       return (void)fuse_reply_err(req, ENOTTY);
   }

@@ -532,6 +532,31 @@ TEST_F(MountAttack, HardLinksOfAVerityFileAreImmutable) {
   EXPECT_EQ(enable_path(mnt_ / "two"), EMLINK);
 }
 
+// The source's own inode flags show through the mount (lsattr: FS_IOC_GETFLAGS), and an
+// append-only file cannot be enabled (EPERM, the kernel's IS_APPEND check, after EBADF and
+// before EISDIR); FS_IOC_READ_VERITY_METADATA on a file that is not verity is ENODATA.
+TEST_F(MountAttack, AppendOnlyIsShownAndCannotBeEnabled) {
+  SKIP_UNLESS_FUSE();
+  write_random(src_ / "log", 10'000, 6);
+  if (shell2("chattr +a " + (src_ / "log").string()).code != 0) {
+    GTEST_SKIP() << "SOURCE's filesystem has no append-only flag";
+  }
+  start();
+  const int fd = ::open((mnt_ / "log").c_str(), O_RDONLY);
+  ASSERT_GE(fd, 0) << std::strerror(errno);
+  int flags = 0;
+  EXPECT_EQ(::ioctl(fd, FS_IOC_GETFLAGS, &flags), 0) << std::strerror(errno);
+  EXPECT_TRUE(flags & FS_APPEND_FL) << "flags 0x" << std::hex << flags;
+  EXPECT_FALSE(flags & FS_VERITY_FL);
+  EXPECT_EQ(enable_ioctl(fd), EPERM);
+  fsverity_read_metadata_arg arg{};
+  arg.metadata_type = FS_VERITY_METADATA_TYPE_MERKLE_TREE;
+  EXPECT_LT(::ioctl(fd, FS_IOC_READ_VERITY_METADATA, &arg), 0);
+  EXPECT_EQ(errno, ENODATA);
+  ::close(fd);
+  shell2("chattr -a " + (src_ / "log").string());  // or the fixture cannot remove it
+}
+
 // Enabling needs write permission, as the kernel's (EACCES): a reader cannot make root's
 // file immutable.
 TEST_F(MountAttack, EnableWithoutWritePermissionIsEacces) {
