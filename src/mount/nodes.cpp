@@ -166,6 +166,14 @@ std::shared_ptr<node> filesystem::remember(fd_t path, const struct stat& st,
                                            const std::string& name,
                                            std::optional<std::pair<descriptor, fd_t>> by_name) {
   std::shared_ptr<verified_file> dropped;  // an outdated verified_file, freed unlocked
+  std::shared_ptr<identity> changed;       // its old nodes' pages dropped, unlocked
+  struct invalidate_after {
+    filesystem& f;
+    std::shared_ptr<identity>& who;
+    ~invalidate_after() {
+      if (who && !mutant::no_invalidate) f.invalidate(*who);
+    }
+  } invalidate_on_return{*this, changed};
   quiesce::detail::lock_guard g(table);
   std::shared_ptr<identity> who = identities[{st.st_dev, st.st_ino}].lock();
   if (!who) {
@@ -173,14 +181,25 @@ std::shared_ptr<node> filesystem::remember(fd_t path, const struct stat& st,
     identities[{st.st_dev, st.st_ino}] = who;
   }
   std::optional<descriptor> desc;
+  bool differs = false;
   {
     quiesce::detail::lock_guard v(who->lock);
-    if (by_name && who->desc != by_name->first) {
-      // A sidecar under this name that the inode was not known to have (or another one):
-      // from now on it is the inode's verity. Nodes of the old state answer ESTALE.
+    differs = by_name && who->desc != by_name->first;
+    desc = who->desc;
+  }
+  if (differs) {
+    // A sidecar under this name that the inode was not known to have (or another one):
+    // from now on it is the inode's verity. Nodes of the old state answer ESTALE, and
+    // their pages - cached by plain reads, never verified - are dropped once the table is
+    // released; published as an enable does, with no plain read between its check and its
+    // reply (fs.hpp).
+    std::unique_lock publishing(who->publish);
+    quiesce::detail::lock_guard v(who->lock);
+    if (who->desc != by_name->first) {
       who->desc = by_name->first;
       who->sidecar = std::move(by_name->second);
       if (!mutant::stale_tree) dropped = std::move(who->file);
+      changed = who;
     }
     desc = who->desc;
   }

@@ -461,6 +461,42 @@ TEST_F(MountAttack, AFileEnabledInSourceIsVerityAtItsNextOpen) {
   EXPECT_EQ(errno, EPERM);
 }
 
+// A file enabled in SOURCE while a reader holds it open through the mount: the pages that
+// reader's plain reads cached were never verified, and once the mount learns of the
+// sidecar (a lookup) they are dropped - the open file's next read is verified against the
+// new tree, not served from the old cache (here the bytes changed behind the mount's back
+// before the enable, so a stale page would differ).
+TEST_F(MountAttack, PagesCachedByAnOpenPlainFileGoWhenASidecarAppears) {
+  SKIP_UNLESS_FUSE();
+  write_random(src_ / "f", 64 * 1024, 31);
+  start();
+  const int fd = ::open((mnt_ / "f").c_str(), O_RDONLY);
+  ASSERT_GE(fd, 0) << std::strerror(errno);
+  std::string cached(64 * 1024, '\0');
+  ASSERT_EQ(::pread(fd, cached.data(), cached.size(), 0), static_cast<ssize_t>(cached.size()));
+  struct stat was {};
+  ASSERT_EQ(::stat((src_ / "f").c_str(), &was), 0);
+  write_random(src_ / "f", 64 * 1024, 32);               // in place, behind the mount's back,
+  const timespec times[2] = {was.st_atim, was.st_mtim};  // its times put back (the kernel
+  ASSERT_EQ(::utimensat(AT_FDCWD, (src_ / "f").c_str(), times, 0), 0);  // drops pages on them)
+  const std::string now = slurp(src_ / "f");
+  ASSERT_NE(now, cached);
+  ASSERT_EQ(shell2(std::string(QUIESCE_CLI) + " verity enable " + (src_ / "f").string()).code, 0);
+  // The kernel looks the name up again once its entry times out; the lookup finds the sidecar.
+  std::string got(64 * 1024, '\0');
+  EXPECT_TRUE(eventually(
+      [&] {
+        struct stat st {};
+        ::stat((mnt_ / "f").c_str(), &st);
+        return ::pread(fd, got.data(), got.size(), 0) == static_cast<ssize_t>(got.size()) &&
+               got == now;
+      },
+      std::chrono::seconds(10)))
+      << (got == cached ? "the open file still reads the pages cached while it was plain"
+                        : "the open file reads neither version");
+  ::close(fd);
+}
+
 // The tree a closed verity file keeps for its next open (src/mount/retained.hpp) serves only
 // the descriptor it was read for: the owner rewrites the file in SOURCE (the same inode)
 // with a new sidecar, and the next open reads the new bytes, verified against the new
