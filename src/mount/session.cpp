@@ -3,11 +3,13 @@
 // unmounting and the teardown order; the operations table.
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <linux/capability.h>
 #include <poll.h>
 #include <spawn.h>
 #include <sys/mount.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -162,6 +164,22 @@ void raise_descriptor_limit() {
     log(log_level::warning, fmt::format("quiesce verity mount: cannot raise the descriptor "
                                         "limit from {}: {}",
                                         was, std::strerror(errno)));
+  }
+}
+
+// A root daemon writes users' data (write, fallocate, copy_file_range on a descriptor it
+// opened as them) with its own credentials: CAP_SYS_RESOURCE would let those writes past
+// disk quotas and into the blocks a filesystem reserves for root. The daemon needs it for
+// nothing, so it leaves its effective set before any thread starts (threads inherit it;
+// the permitted set keeps it for a program that serves a mount in-process).
+void drop_sys_resource() {
+  __user_cap_header_struct head{_LINUX_CAPABILITY_VERSION_3, 0};
+  __user_cap_data_struct data[2]{};
+  if (::syscall(SYS_capget, &head, data) != 0) return;
+  data[CAP_SYS_RESOURCE / 32].effective &= ~(1u << (CAP_SYS_RESOURCE % 32));
+  head = {_LINUX_CAPABILITY_VERSION_3, 0};
+  if (::syscall(SYS_capset, &head, data) != 0) {
+    throw mount_error(fmt::format("cannot drop CAP_SYS_RESOURCE: {}", std::strerror(errno)), 1);
   }
 }
 
@@ -378,6 +396,7 @@ verity_mount::verity_mount(const fs::path& source, const fs::path& mountpoint,
                       2);
   }
   raise_descriptor_limit();
+  if (root) drop_sys_resource();
   impl_->options = o;
   if (!o.stats_file.empty()) impl_->options.stats_file = fs::absolute(o.stats_file);
   filesystem& f = impl_->f;
