@@ -236,6 +236,9 @@ int enable(fuse_req_t req, filesystem& f, node& n, int open_flags, bool handle_w
   if (arg.salt_size > 32) return EMSGSIZE;
   if (arg.sig_size > max_signature_size) return EMSGSIZE;
   if (in_size != sizeof arg + arg.salt_size + arg.sig_size) return EINVAL;
+  // The kernel's write-permission check reports a read-only mount first (sb_permission:
+  // regular files, directories and symlinks), before the caller's own permission.
+  if (f.read_only && (n.is_reg() || n.is_dir() || S_ISLNK(n.type))) return EROFS;
   {
     as_caller who(req);
     if (const int err = who.may_write(n.fd())) return err;

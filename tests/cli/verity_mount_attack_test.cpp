@@ -594,6 +594,25 @@ TEST_F(MountAttack, AppendOnlyIsShownAndCannotBeEnabled) {
   shell2("chattr -a " + (src_ / "log").string());  // or the fixture cannot remove it
 }
 
+// On a read-only mount enable answers EROFS before anything else the caller lacks, as the
+// kernel's write-permission check does (its sb_permission comes first): a file the caller
+// may not write, and a directory, are EROFS - not EACCES, not EISDIR.
+TEST_F(MountAttack, EnableOnAReadOnlyMountIsErofsFirst) {
+  SKIP_UNLESS_FUSE();
+  write_random(src_ / "roots", 10'000, 7);
+  ::chmod((src_ / "roots").c_str(), 0644);
+  start("-o ro");
+  EXPECT_EQ(as_nobody([&] { return enable_path(mnt_ / "roots"); }), EROFS);
+  EXPECT_EQ(as_nobody([&] {
+              const int fd = ::open(mnt_.c_str(), O_RDONLY | O_DIRECTORY);
+              if (fd < 0) return 200;
+              const int err = enable_ioctl(fd);
+              ::close(fd);
+              return err;
+            }),
+            EROFS);
+}
+
 // Enabling needs write permission, as the kernel's (EACCES): a reader cannot make root's
 // file immutable.
 TEST_F(MountAttack, EnableWithoutWritePermissionIsEacces) {
