@@ -177,6 +177,12 @@ int build_and_place(fuse_req_t req, filesystem& f, node& n, const fsverity_enabl
   try {
     const verity::merkle_tree t =
         verity::build_tree(data.get(), name, prm, f.enable_wq.get(), &stop);
+    // A signature no trusted certificate can check is refused before it is parsed, as the
+    // kernel refuses one while its .fs-verity keyring is empty (ENOKEY).
+    if (!sig.empty() && f.trust.certs.empty()) {
+      warn("a built-in signature, and no trusted certificate (-o cert=) to check it");
+      return ENOKEY;
+    }
     pending_sidecar pending;
     if (const int err = pending.open(parent->fd(), name)) return err;
     verity::write_sidecar(pending.fd.get(), side, t, sig);

@@ -692,6 +692,10 @@ TEST_F(MountAttack, EnableParametersHaveTheKernelsRangeAndCostNothingWhenRefused
       {static_cast<std::uint32_t>(page) * 2, 0, 0, 1, EINVAL},
       {4096, 33, 0, 1, EMSGSIZE},
       {4096, 0, 16129, 1, EMSGSIZE},
+      // Signatures within the size range, and no trusted certificate: the kernel's ENOKEY
+      // (its .fs-verity keyring empty), before the signature is parsed.
+      {4096, 0, 16128, 1, ENOKEY},
+      {4096, 0, 1, 1, ENOKEY},
       {4096, 0, 0, 3, EINVAL},
       {4096, 0, 0, 0, EINVAL},
       {1024, 32, 0, 2, 0},
