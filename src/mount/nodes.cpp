@@ -167,11 +167,17 @@ std::shared_ptr<node> filesystem::remember(fd_t path, const struct stat& st,
                                            std::optional<std::pair<descriptor, fd_t>> by_name) {
   std::shared_ptr<verified_file> dropped;  // an outdated verified_file, freed unlocked
   std::shared_ptr<identity> changed;       // its old nodes' pages dropped, unlocked
+  // Once the table is released: no plain read of the inode may be between its check and
+  // its reply (it holds the publish lock shared: wait for them to reply - never with the
+  // table held, a read of a stalled source would stall every lookup), then the pages plain
+  // reads cached, never verified, are dropped from every node of the inode.
   struct invalidate_after {
     filesystem& f;
     std::shared_ptr<identity>& who;
     ~invalidate_after() {
-      if (who && !mutant::no_invalidate) f.invalidate(*who);
+      if (!who || mutant::no_invalidate) return;
+      { std::unique_lock drained(who->publish); }
+      f.invalidate(*who);
     }
   } invalidate_on_return{*this, changed};
   quiesce::detail::lock_guard g(table);
@@ -181,21 +187,12 @@ std::shared_ptr<node> filesystem::remember(fd_t path, const struct stat& st,
     identities[{st.st_dev, st.st_ino}] = who;
   }
   std::optional<descriptor> desc;
-  bool differs = false;
   {
     quiesce::detail::lock_guard v(who->lock);
-    differs = by_name && who->desc != by_name->first;
-    desc = who->desc;
-  }
-  if (differs) {
-    // A sidecar under this name that the inode was not known to have (or another one):
-    // from now on it is the inode's verity. Nodes of the old state answer ESTALE, and
-    // their pages - cached by plain reads, never verified - are dropped once the table is
-    // released; published as an enable does, with no plain read between its check and its
-    // reply (fs.hpp).
-    std::unique_lock publishing(who->publish);
-    quiesce::detail::lock_guard v(who->lock);
-    if (who->desc != by_name->first) {
+    if (by_name && who->desc != by_name->first) {
+      // A sidecar under this name that the inode was not known to have (or another one):
+      // from now on it is the inode's verity. Nodes of the old state answer ESTALE; plain
+      // reads that check from now on read verified.
       who->desc = by_name->first;
       who->sidecar = std::move(by_name->second);
       if (!mutant::stale_tree) dropped = std::move(who->file);
