@@ -58,6 +58,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <span>
@@ -285,9 +286,13 @@ class verified_file {
                 const trust_policy& trust, std::optional<std::filesystem::path> sidecar = {});
   // Opens from descriptors the caller opened (both duplicated; the caller keeps its own):
   // the same checks, from step 1 on, with `name` naming the file in errors. For a
-  // filesystem that resolved both files itself (quiesce verity mount).
+  // filesystem that resolved both files itself (quiesce verity mount). A sidecar whose
+  // descriptor implies a tree of more than `max_tree_bytes` is refused (std::system_error
+  // EFBIG) before anything past the descriptor is read: the tree is held in memory, and
+  // a sidecar someone else wrote may describe a sparse file of any size.
   verified_file(int data_fd, int sidecar_fd, const std::string& name, workqueue& verify_wq,
-                const trust_policy& trust);
+                const trust_policy& trust,
+                std::uint64_t max_tree_bytes = std::numeric_limits<std::uint64_t>::max());
   ~verified_file();
   verified_file(const verified_file&) = delete;
   verified_file& operator=(const verified_file&) = delete;

@@ -179,7 +179,6 @@ struct filesystem {
   bool require_signatures = false;       // I
   bool read_only = false;                // I
   bool switch_creds = false;             // I: root daemon: operations run as their caller
-  uid_t self_uid = 0;                    // I: the daemon's euid (owner of the sidecars it writes)
   std::unique_ptr<workqueue> verify_wq;  // I: reads (the seed's queue)
   std::unique_ptr<workqueue> enable_wq;  // I: tree building for FS_IOC_ENABLE_VERITY
   fuse_session* se = nullptr;            // I
@@ -222,6 +221,12 @@ struct filesystem {
                const std::shared_ptr<node>& new_parent, const std::string& new_name);
   // The verified_file of `who`'s known verity, opened if needed (under its lock).
   std::shared_ptr<verified_file> verity_file(identity& who) QUIESCE_REQUIRES(who.lock);
+  // A verified_file of the data and sidecar descriptors, whose sidecar was recognised with
+  // `desc`: its tree within the cap for one file (EFBIG) and charged to `trees` (ENOMEM
+  // past tree_memory_mb) until the file is freed. Every verified_file of the mount is made
+  // here. Throws std::system_error as verified_file's constructor does.
+  std::shared_ptr<verified_file> open_charged(int data_fd, int sidecar_fd, const descriptor& desc,
+                                              const std::string& name);
   // Drops the page cache of every node of `who` (after its verity changed).
   void invalidate(const identity& who);
   // Frees every handle still open (teardown, after the queues are idle).
@@ -237,16 +242,14 @@ filesystem& fs_of(fuse_req_t req);
 inline constexpr const char* sidecar_suffix = ".verity";
 bool has_sidecar_suffix(const std::string& name);
 // The sidecar named `name` in the directory `dir_fd`, recognised by its content
-// (verity::probe_sidecar) and owned by the daemon or by the owner of the file it belongs
+// (verity::probe_sidecar) and owned by the owner of the file it belongs
 // to: its descriptor and an open (read-only) descriptor. Never blocks, never follows a
 // symlink.
-std::optional<std::pair<descriptor, fd_t>> sidecar_at(const filesystem& f, int dir_fd,
-                                                      const std::string& name);
+std::optional<std::pair<descriptor, fd_t>> sidecar_at(int dir_fd, const std::string& name);
 // The sidecar of the file `name` in `dir_fd` (name + ".verity").
-std::optional<std::pair<descriptor, fd_t>> sidecar_of(const filesystem& f, int dir_fd,
-                                                      const std::string& name);
+std::optional<std::pair<descriptor, fd_t>> sidecar_of(int dir_fd, const std::string& name);
 // A name the mount keeps for itself: an existing sidecar.
-bool is_hidden(const filesystem& f, int dir_fd, const std::string& name);
+bool is_hidden(int dir_fd, const std::string& name);
 
 // ---- the caller ------------------------------------------------------------------------
 

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <limits>
 #include <system_error>
 
 #include "fs.hpp"
@@ -75,8 +76,7 @@ bool has_sidecar_suffix(const std::string& name) {
   return name.size() > n && name.compare(name.size() - n, n, sidecar_suffix) == 0;
 }
 
-std::optional<std::pair<descriptor, fd_t>> sidecar_at(const filesystem& f, int dir_fd,
-                                                      const std::string& name) {
+std::optional<std::pair<descriptor, fd_t>> sidecar_at(int dir_fd, const std::string& name) {
   if (!has_sidecar_suffix(name)) return std::nullopt;
   // O_NONBLOCK: a FIFO put there must not hold this thread; O_NOFOLLOW: a symlink is not one.
   fd_t fd(
@@ -84,10 +84,11 @@ std::optional<std::pair<descriptor, fd_t>> sidecar_at(const filesystem& f, int d
   if (!fd) return std::nullopt;
   struct stat st {};
   if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) return std::nullopt;
-  // Only the daemon (which writes sidecars) or the file's owner may make one: another user
-  // who can write the directory (a sticky /tmp-like one) cannot turn someone's file into a
-  // verity file.
-  if (st.st_uid != f.self_uid) {
+  // Only the file's owner's: another user who can write the directory (a sticky /tmp-like
+  // one) cannot turn someone's file into a verity file - not with a sidecar of their own,
+  // nor with one the daemon wrote for a file they could write and then moved (an enable
+  // gives the sidecar to the file's owner).
+  {
     const std::string base = name.substr(0, name.size() - std::strlen(sidecar_suffix));
     struct stat data {};
     if (::fstatat(dir_fd, base.c_str(), &data, AT_SYMLINK_NOFOLLOW) != 0 ||
@@ -100,13 +101,12 @@ std::optional<std::pair<descriptor, fd_t>> sidecar_at(const filesystem& f, int d
   return std::make_pair(id->descriptor, std::move(fd));
 }
 
-std::optional<std::pair<descriptor, fd_t>> sidecar_of(const filesystem& f, int dir_fd,
-                                                      const std::string& name) {
-  return sidecar_at(f, dir_fd, name + sidecar_suffix);
+std::optional<std::pair<descriptor, fd_t>> sidecar_of(int dir_fd, const std::string& name) {
+  return sidecar_at(dir_fd, name + sidecar_suffix);
 }
 
-bool is_hidden(const filesystem& f, int dir_fd, const std::string& name) {
-  return sidecar_at(f, dir_fd, name).has_value();
+bool is_hidden(int dir_fd, const std::string& name) {
+  return sidecar_at(dir_fd, name).has_value();
 }
 
 namespace {
@@ -150,13 +150,13 @@ int filesystem::lookup(const std::shared_ptr<node>& parent, const char* name,
   const std::string n = name;
   // The kernel resolves "." and ".." itself; either here would climb out of a held directory.
   if (n == "." || n == ".." || n.find('/') != std::string::npos) return EINVAL;
-  if (is_hidden(*this, parent->fd(), n)) return ENOENT;
+  if (is_hidden(parent->fd(), n)) return ENOENT;
   fd_t fd(
       ::openat(parent->fd(), name, O_PATH | (mutant::lookup_follows ? 0 : O_NOFOLLOW) | O_CLOEXEC));
   if (!fd) return errno;
   if (::fstatat(fd.get(), "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) != 0) return errno;
   std::optional<std::pair<descriptor, fd_t>> by_name;
-  if (S_ISREG(st.st_mode)) by_name = sidecar_of(*this, parent->fd(), n);
+  if (S_ISREG(st.st_mode)) by_name = sidecar_of(parent->fd(), n);
   out = remember(std::move(fd), st, parent, n, std::move(by_name));
   return 0;
 }
@@ -248,6 +248,43 @@ void filesystem::renamed(const std::shared_ptr<node>& parent, const std::string&
   }
 }
 
+std::shared_ptr<verified_file> filesystem::open_charged(int data_fd, int sidecar_fd,
+                                                        const descriptor& desc,
+                                                        const std::string& name) {
+  // The sidecar may be anyone's (sidecar_at): its tree is bounded before it is read - by
+  // the descriptor it was recognised with, and by the verified_file against the one it
+  // reads (rewritten since, it may describe more: EFBIG then).
+  const tree_shape shape = shape_of(desc);
+  if (!mutant::trees_unbounded && level0_over_cap(shape.data_size, shape.block_size, shape.alg)) {
+    throw std::system_error(EFBIG, std::generic_category(),
+                            fmt::format("{}: a tree of {} bytes is over this mount's cap for "
+                                        "one file",
+                                        name, tree_bytes_of(desc)));
+  }
+  const std::uint64_t bytes = mutant::trees_unbounded ? 0 : tree_bytes_of(desc);
+  if (!trees->charge(bytes)) {
+    throw std::system_error(ENOMEM, std::generic_category(),
+                            fmt::format("{}: its tree ({} bytes) would take the trees held past "
+                                        "tree_memory_mb ({} bytes); retry once files close",
+                                        name, bytes, trees->limit));
+  }
+  // Uncharged when the file is freed, or now if it is never made.
+  auto uncharge = [budget = trees, bytes](verified_file* v) {
+    delete v;
+    budget->uncharge(bytes);
+  };
+  std::unique_ptr<verified_file, decltype(uncharge)> made(nullptr, uncharge);
+  try {
+    made.reset(new verified_file(
+        data_fd, sidecar_fd, name, *verify_wq, trust,
+        mutant::trees_unbounded ? std::numeric_limits<std::uint64_t>::max() : bytes));
+  } catch (...) {
+    trees->uncharge(bytes);
+    throw;
+  }
+  return std::shared_ptr<verified_file>(std::move(made));
+}
+
 std::shared_ptr<verified_file> filesystem::verity_file(identity& who) {
   if (!who.desc) return nullptr;
   // A kept file (retained.hpp) serves only the descriptor it was read for: remember()
@@ -256,42 +293,13 @@ std::shared_ptr<verified_file> filesystem::verity_file(identity& who) {
     throw std::system_error(ESTALE, std::generic_category(), "a kept tree of another descriptor");
   }
   if (!who.file) {
-    // The sidecar may be anyone's (sidecar_at): its tree is bounded before it is read.
-    const tree_shape shape = shape_of(*who.desc);
-    if (!mutant::trees_unbounded && level0_over_cap(shape.data_size, shape.block_size, shape.alg)) {
-      throw std::system_error(EFBIG, std::generic_category(),
-                              fmt::format("inode {}:{}: a tree of {} bytes is over this "
-                                          "mount's cap for one file",
-                                          who.dev, who.ino, tree_bytes_of(*who.desc)));
-    }
-    const std::uint64_t bytes = mutant::trees_unbounded ? 0 : tree_bytes_of(*who.desc);
-    if (!trees->charge(bytes)) {
-      throw std::system_error(ENOMEM, std::generic_category(),
-                              fmt::format("inode {}:{}: its tree ({} bytes) would take the "
-                                          "trees held past tree_memory_mb ({} bytes); retry "
-                                          "once files close",
-                                          who.dev, who.ino, bytes, trees->limit));
-    }
-    // Uncharged when the file is freed, or now if it is never made.
-    auto uncharge = [budget = trees, bytes](verified_file* v) {
-      delete v;
-      budget->uncharge(bytes);
-    };
-    std::unique_ptr<verified_file, decltype(uncharge)> made(nullptr, uncharge);
-    try {
-      // The data through the held inode, never a path: a file renamed or replaced since is
-      // not what opens.
-      fd_t data(::open(proc_path(who.path_fd.get()).c_str(),
-                       O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
-      if (!data) throw std::system_error(errno, std::generic_category(), "verity file");
-      made.reset(new verified_file(data.get(), who.sidecar.get(),
-                                   fmt::format("inode {}:{}", who.dev, who.ino), *verify_wq,
-                                   trust));
-    } catch (...) {
-      if (!made) trees->uncharge(bytes);
-      throw;
-    }
-    std::shared_ptr<verified_file> v(std::move(made));
+    // The data through the held inode, never a path: a file renamed or replaced since is
+    // not what opens.
+    fd_t data(
+        ::open(proc_path(who.path_fd.get()).c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
+    if (!data) throw std::system_error(errno, std::generic_category(), "verity file");
+    auto v = open_charged(data.get(), who.sidecar.get(), *who.desc,
+                          fmt::format("inode {}:{}", who.dev, who.ino));
     // The sidecar may have been rewritten in place since it was recognised.
     if (v->descriptor() != *who.desc) {
       throw std::system_error(ESTALE, std::generic_category(),

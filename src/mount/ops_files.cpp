@@ -49,7 +49,7 @@ bool became_verity(filesystem& f, const node& n) {
   struct stat st {};
   return ::fstatat(parent->fd(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 &&
          st.st_dev == n.who->dev && st.st_ino == n.who->ino &&
-         sidecar_of(f, parent->fd(), name).has_value();
+         sidecar_of(parent->fd(), name).has_value();
 }
 
 // Counts the open; sets h.verity for a verity node. 0 or an errno. ESTALE when the node no
@@ -170,7 +170,7 @@ void op_create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
   filesystem& f = fs_of(req);
   const auto dir = f.node_of(parent);
   if (!dir) return (void)fuse_reply_err(req, ESTALE);
-  if (is_hidden(f, dir->fd(), name)) return (void)fuse_reply_err(req, EEXIST);
+  if (is_hidden(dir->fd(), name)) return (void)fuse_reply_err(req, EEXIST);
   // Created exclusively: an existing file (a verity file, a FIFO) is never opened - let
   // alone truncated - here, but through a lookup and an open, which check it.
   fd_t fd;
@@ -198,7 +198,7 @@ void op_create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
     return (void)fuse_reply_create(req, &e, fi);
   }
   // A sidecar left by an earlier file of this name is not the new file's.
-  if (sidecar_of(f, dir->fd(), name)) {
+  if (sidecar_of(dir->fd(), name)) {
     ::unlinkat(dir->fd(), (std::string(name) + sidecar_suffix).c_str(), 0);
   }
   struct stat st {};

@@ -41,14 +41,14 @@ void reply_new_entry(fuse_req_t req, filesystem& f, const std::shared_ptr<node>&
 }
 
 // A name a new entry may not take: an existing sidecar.
-bool reserved(const filesystem& f, const node& dir, const char* name) {
-  return is_hidden(f, dir.fd(), name);
+bool reserved(const node& dir, const char* name) {
+  return is_hidden(dir.fd(), name);
 }
 
 // A sidecar left by a file removed behind the mount's back, where a new file takes its
 // name: removed, so that the new file is not taken for a verity file.
-void remove_orphan_sidecar(const filesystem& f, const node& dir, const std::string& name) {
-  if (sidecar_of(f, dir.fd(), name)) ::unlinkat(dir.fd(), (name + sidecar_suffix).c_str(), 0);
+void remove_orphan_sidecar(const node& dir, const std::string& name) {
+  if (sidecar_of(dir.fd(), name)) ::unlinkat(dir.fd(), (name + sidecar_suffix).c_str(), 0);
 }
 
 }  // namespace
@@ -172,12 +172,12 @@ void op_mknod(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, 
   filesystem& f = fs_of(req);
   const auto dir = f.node_of(parent);
   if (!dir) return reply_err(req, ESTALE);
-  if (reserved(f, *dir, name)) return reply_err(req, EEXIST);
+  if (reserved(*dir, name)) return reply_err(req, EEXIST);
   {
     as_caller who(req);
     if (::mknodat(dir->fd(), name, mode, rdev) != 0) return reply_err(req, errno);
   }
-  if (S_ISREG(mode)) remove_orphan_sidecar(f, *dir, name);
+  if (S_ISREG(mode)) remove_orphan_sidecar(*dir, name);
   reply_new_entry(req, f, dir, name);
 }
 
@@ -185,7 +185,7 @@ void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode) 
   filesystem& f = fs_of(req);
   const auto dir = f.node_of(parent);
   if (!dir) return reply_err(req, ESTALE);
-  if (reserved(f, *dir, name)) return reply_err(req, EEXIST);
+  if (reserved(*dir, name)) return reply_err(req, EEXIST);
   {
     as_caller who(req);
     if (::mkdirat(dir->fd(), name, mode) != 0) return reply_err(req, errno);
@@ -197,7 +197,7 @@ void op_symlink(fuse_req_t req, const char* link, fuse_ino_t parent, const char*
   filesystem& f = fs_of(req);
   const auto dir = f.node_of(parent);
   if (!dir) return reply_err(req, ESTALE);
-  if (reserved(f, *dir, name)) return reply_err(req, EEXIST);
+  if (reserved(*dir, name)) return reply_err(req, EEXIST);
   {
     as_caller who(req);
     if (::symlinkat(link, dir->fd(), name) != 0) return reply_err(req, errno);
@@ -212,7 +212,7 @@ void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char* n
   const auto n = f.node_of(ino);
   const auto dir = f.node_of(newparent);
   if (!n || !dir) return reply_err(req, ESTALE);
-  if (reserved(f, *dir, newname)) return reply_err(req, EEXIST);
+  if (reserved(*dir, newname)) return reply_err(req, EEXIST);
   const std::string side = std::string(newname) + sidecar_suffix;
   fd_t sidecar;
   {
@@ -250,8 +250,8 @@ void op_unlink(fuse_req_t req, fuse_ino_t parent, const char* name) {
   filesystem& f = fs_of(req);
   const auto dir = f.node_of(parent);
   if (!dir) return reply_err(req, ESTALE);
-  if (is_hidden(f, dir->fd(), name)) return reply_err(req, ENOENT);
-  const bool had_sidecar = sidecar_of(f, dir->fd(), name).has_value();
+  if (is_hidden(dir->fd(), name)) return reply_err(req, ENOENT);
+  const bool had_sidecar = sidecar_of(dir->fd(), name).has_value();
   {
     as_caller who(req);
     if (::unlinkat(dir->fd(), name, 0) != 0) return reply_err(req, errno);
@@ -265,7 +265,7 @@ void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char* name) {
   filesystem& f = fs_of(req);
   const auto dir = f.node_of(parent);
   if (!dir) return reply_err(req, ESTALE);
-  if (is_hidden(f, dir->fd(), name)) return reply_err(req, ENOENT);
+  if (is_hidden(dir->fd(), name)) return reply_err(req, ENOENT);
   as_caller who(req);
   fuse_reply_err(req, ::unlinkat(dir->fd(), name, AT_REMOVEDIR) == 0 ? 0 : errno);
 }
@@ -278,18 +278,18 @@ void op_rename(fuse_req_t req, fuse_ino_t parent, const char* name, fuse_ino_t n
   const auto from = f.node_of(parent);
   const auto to = f.node_of(newparent);
   if (!from || !to) return reply_err(req, ESTALE);
-  if (is_hidden(f, from->fd(), name)) return reply_err(req, ENOENT);
-  if (is_hidden(f, to->fd(), newname)) return reply_err(req, EPERM);
+  if (is_hidden(from->fd(), name)) return reply_err(req, ENOENT);
+  if (is_hidden(to->fd(), newname)) return reply_err(req, EPERM);
   const std::string src_side = std::string(name) + sidecar_suffix;
   const std::string dst_side = std::string(newname) + sidecar_suffix;
-  const bool src_verity = sidecar_of(f, from->fd(), name).has_value();
-  const bool dst_verity = sidecar_of(f, to->fd(), newname).has_value();
+  const bool src_verity = sidecar_of(from->fd(), name).has_value();
+  const bool dst_verity = sidecar_of(to->fd(), newname).has_value();
   const bool exchange = flags & RENAME_EXCHANGE;
   // A sidecar never replaces a file that is not one.
   auto taken_by_other = [&](const node& dir, const std::string& side) {
     struct stat st {};
     return ::fstatat(dir.fd(), side.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-           !sidecar_at(f, dir.fd(), side);
+           !sidecar_at(dir.fd(), side);
   };
   if ((src_verity && taken_by_other(*to, dst_side)) ||
       (exchange && dst_verity && taken_by_other(*from, src_side))) {
@@ -388,7 +388,7 @@ void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char* name) {
 namespace {
 
 // Reads the entries of `d` (from the start), sidecars left out.
-int list(const filesystem& f, dir_handle& d) {
+int list(dir_handle& d) {
   d.entries.clear();
   fd_t copy(::openat(d.fd.get(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (!copy) return errno;
@@ -397,7 +397,7 @@ int list(const filesystem& f, dir_handle& d) {
   copy.release();
   while (const dirent* e = ::readdir(dp)) {
     const std::string name = e->d_name;
-    if (has_sidecar_suffix(name) && is_hidden(f, d.fd.get(), name)) continue;
+    if (has_sidecar_suffix(name) && is_hidden(d.fd.get(), name)) continue;
     d.entries.push_back({name, static_cast<mode_t>(DTTOIF(e->d_type)), e->d_ino ? e->d_ino : 1});
   }
   ::closedir(dp);
@@ -416,7 +416,7 @@ void op_opendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     d->fd = fd_t(::openat(n->fd(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   }
   if (!d->fd) return reply_err(req, errno);
-  if (const int err = list(f, *d)) return reply_err(req, err);
+  if (const int err = list(*d)) return reply_err(req, err);
   fi->fh = reinterpret_cast<std::uint64_t>(d.release());
   fuse_reply_open(req, fi);
 }
@@ -425,7 +425,7 @@ void op_readdir(fuse_req_t req, fuse_ino_t, std::size_t size, off_t off, fuse_fi
   auto* d = reinterpret_cast<dir_handle*>(fi->fh);
   // From the start again (rewinddir): what the directory holds now.
   if (off == 0) {
-    if (const int err = list(fs_of(req), *d)) return reply_err(req, err);
+    if (const int err = list(*d)) return reply_err(req, err);
   }
   std::vector<char> buf(size);
   std::size_t used = 0;

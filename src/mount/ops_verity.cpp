@@ -183,16 +183,15 @@ int build_and_place(fuse_req_t req, filesystem& f, node& n, const fsverity_enabl
       warn("a built-in signature, and no trusted certificate (-o cert=) to check it");
       return ENOKEY;
     }
+    const std::shared_ptr<node> opened_in = parent;  // holds the descriptor pending.dir is
     pending_sidecar pending;
     if (const int err = pending.open(parent->fd(), name)) return err;
     verity::write_sidecar(pending.fd.get(), side, t, sig);
-    // The file's owner's, not the daemon's: a sidecar the daemon owns is accepted beside any
-    // file (sidecar_at), so one a user enabled and then moved could make another user's
-    // file a verity file.
+    // The file's owner's, not the daemon's: sidecar_at accepts only those (one the daemon
+    // owned, a user could enable a file they may write and move it beside another user's).
     if (f.switch_creds && ::fchown(pending.fd.get(), st.st_uid, st.st_gid) != 0) return errno;
     // Opened under the mount's trust policy (a signature checked) before it has a name.
-    auto v =
-        std::make_shared<verified_file>(data.get(), pending.fd.get(), name, *f.verify_wq, f.trust);
+    auto v = f.open_charged(data.get(), pending.fd.get(), verity::descriptor(t), name);
     // Beside the name the file has now: renamed through the mount while its tree was built,
     // the node followed it (filesystem::renamed); renamed behind the mount's back, ESTALE.
     {
@@ -205,6 +204,19 @@ int build_and_place(fuse_req_t req, filesystem& f, node& n, const fsverity_enabl
       return ESTALE;
     }
     if (const int err = pending.place(parent->fd(), name + sidecar_suffix)) return err;
+    // A rename between that check and the link left it beside the old name: taken back.
+    if (::fstatat(parent->fd(), name.c_str(), &at, AT_SYMLINK_NOFOLLOW) != 0 ||
+        at.st_dev != id.dev || at.st_ino != id.ino) {
+      struct stat mine {};
+      struct stat placed {};
+      const std::string side_now = name + sidecar_suffix;
+      if (::fstat(pending.fd.get(), &mine) == 0 &&
+          ::fstatat(parent->fd(), side_now.c_str(), &placed, AT_SYMLINK_NOFOLLOW) == 0 &&
+          placed.st_dev == mine.st_dev && placed.st_ino == mine.st_ino) {
+        ::unlinkat(parent->fd(), side_now.c_str(), 0);
+      }
+      return ESTALE;
+    }
     fd_t kept(::fcntl(pending.fd.get(), F_DUPFD_CLOEXEC, 0));
     if (!kept) return errno;
     // Published with no plain read between its check and its reply.

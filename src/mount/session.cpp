@@ -404,7 +404,6 @@ verity_mount::verity_mount(const fs::path& source, const fs::path& mountpoint,
   f.require_signatures = o.require_signatures;
   f.read_only = o.read_only;
   f.switch_creds = root;
-  f.self_uid = ::geteuid();
   if (o.tree_memory_mb < 1 || o.tree_memory_mb > max_tree_memory_mb) {
     throw mount_error(
         fmt::format("tree_memory_mb: {} is not in 1..{}", o.tree_memory_mb, max_tree_memory_mb), 2);
@@ -466,6 +465,9 @@ verity_mount::~verity_mount() {
 }
 
 void verity_mount::serve() {
+  // Capabilities are per thread: the one that serves (and starts libfuse's threads) may not
+  // be the one that constructed the mount.
+  if (impl_->f.switch_creds) drop_sys_resource();
   if (!impl_->f.verify_wq) impl_->start_queues();
   fuse_loop_config* cfg = fuse_loop_cfg_create();
   fuse_loop_cfg_set_max_threads(cfg, 16);

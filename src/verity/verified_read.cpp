@@ -12,6 +12,7 @@
 #include <condition_variable>
 #include <cstring>
 #include <exception>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <system_error>
@@ -126,7 +127,8 @@ struct verified_file::impl {
   void open(const fs::path& file, const trust_policy& policy, const std::optional<fs::path>& sc);
   // Steps 2-4 of an open, on checked files.
   void load(detail::regular_file data, const detail::regular_file& sidecar, const std::string& name,
-            const std::string& side_name, const trust_policy& policy);
+            const std::string& side_name, const trust_policy& policy,
+            std::uint64_t max_tree_bytes = std::numeric_limits<std::uint64_t>::max());
 
   // Verifies every data block of `bio` in batches: all its data blocks' hashes at once,
   // then the tree level by level, each level's hash blocks not yet verified hashed
@@ -208,10 +210,14 @@ void verified_file::impl::open(const fs::path& file, const trust_policy& policy,
 
 void verified_file::impl::load(detail::regular_file data, const detail::regular_file& sidecar,
                                const std::string& name, const std::string& side_name,
-                               const trust_policy& policy) {
+                               const trust_policy& policy, std::uint64_t max_tree_bytes) {
   // The descriptor first: nothing else is read from a sidecar it does not describe.
   const detail::sidecar_header h =
       detail::read_header(sidecar.fd.get(), sidecar.size, data.size, side_name);
+  if (h.layout.tree_bytes > max_tree_bytes) {
+    detail::fail(EFBIG, fmt::format("{}: a tree of {} bytes, over the {} this open allows",
+                                    side_name, h.layout.tree_bytes, max_tree_bytes));
+  }
   signature = detail::read_signature(sidecar.fd.get(), h, side_name);
   hashed = h.hashed;
   t.p = h.p;
@@ -256,14 +262,15 @@ detail::regular_file dup_regular(int fd, const std::string& name) {
 }  // namespace
 
 verified_file::verified_file(int data_fd, int sidecar_fd, const std::string& name,
-                             workqueue& verify_wq, const trust_policy& trust)
+                             workqueue& verify_wq, const trust_policy& trust,
+                             std::uint64_t max_tree_bytes)
     : impl_(std::make_unique<impl>()) {
   impl_->wq = &verify_wq;
   impl_->path = name;
   const std::string side_name = name + " (sidecar)";
   detail::regular_file data = dup_regular(data_fd, name);
   const detail::regular_file sidecar = dup_regular(sidecar_fd, side_name);
-  impl_->load(std::move(data), sidecar, name, side_name, trust);
+  impl_->load(std::move(data), sidecar, name, side_name, trust, max_tree_bytes);
 }
 
 const std::array<std::uint8_t, 256>& verified_file::descriptor() const noexcept {

@@ -105,7 +105,7 @@ bool grab_pending(work& item, bool count_cancel) {
       if (state_of(item).inactive_in.load(std::memory_order_seq_cst) == d) {
         d->inactive.erase(&item);
         state_of(item).inactive_in.store(nullptr, std::memory_order_seq_cst);
-        d->nr_inactive.fetch_sub(1, std::memory_order_seq_cst);
+        d->count_waiting(-1);
         pwq& q = *state_of(item).pwq_of;
         const int color = state_of(item).color;
         count(*q.wq);

@@ -238,6 +238,8 @@ struct active_domain {
   // Whether an item that ended, leaving `now_active` active, should activate waiting ones
   // (the caller has seen nr_inactive > 0 after giving its slot back).
   bool should_refill(int now_active) const noexcept { return now_active <= refill_at; }
+  // nr_inactive up or down by one (L(domain)); keeps domains_waiting (below) in step.
+  void count_waiting(int delta) noexcept;
   // Whether an item waits with a slot free (what activate_stranded looks for).
   bool stranded() const noexcept {
     return nr_inactive.load(std::memory_order_seq_cst) > 0 &&
@@ -526,7 +528,10 @@ void number_queue(wq_impl& wq) noexcept;
 void keep_until_exit(wq_impl* wq);
 // The watchdog's tick (workqueue.cpp): activates, in every live queue, the items that wait
 // inactive while their domain has a slot free (active_domain::refill_at says why any do).
+// Looks at the queues only while some domain has items waiting (domains_waiting).
 void activate_stranded();
+// A (seq_cst): domains with nr_inactive > 0, changed as one goes from 0 to 1 or back.
+extern std::atomic<int> domains_waiting;
 
 // ---- worker.cpp: workers and concurrency management ---------------------------------------
 void kick_pool_locked(pool& p)

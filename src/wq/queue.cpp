@@ -137,7 +137,7 @@ void queue_work_owned(wq_impl& wq, int cpu, work& item) {
     state_of(item).active = false;
     d.inactive.push_back(&item);
     state_of(item).inactive_in.store(&d, std::memory_order_release);  // re-checked under d.lock
-    d.nr_inactive.fetch_add(1, std::memory_order_seq_cst);
+    d.count_waiting(1);
     take_inactive_locked(d, taken);
   }
   activate_taken(taken);
@@ -149,7 +149,7 @@ bool take_inactive_locked(active_domain& d, work_list& out, const pool* only_for
     if (!d.try_take_slot()) break;
     d.inactive.erase(next);
     state_of(*next).inactive_in.store(nullptr, std::memory_order_release);
-    d.nr_inactive.fetch_sub(1, std::memory_order_seq_cst);
+    d.count_waiting(-1);
     out.push_back(next);
   }
   return true;

@@ -198,8 +198,17 @@ workqueue::~workqueue() {
 
 namespace detail {
 
+std::atomic<int> domains_waiting{0};
+
+void active_domain::count_waiting(int delta) noexcept {
+  const int was = nr_inactive.fetch_add(delta, std::memory_order_seq_cst);
+  if (was == 0 && delta > 0) domains_waiting.fetch_add(1, std::memory_order_seq_cst);
+  if (was + delta == 0 && delta < 0) domains_waiting.fetch_sub(1, std::memory_order_seq_cst);
+}
+
 void activate_stranded() {
   if (mutant::stranded_not_swept) return;
+  if (domains_waiting.load(std::memory_order_seq_cst) == 0) return;  // the common case
   live_queues& l = live();
   detail::lock_guard guard(l.lock);
   for (const wq_impl* wq : l.queues) {

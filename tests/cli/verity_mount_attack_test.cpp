@@ -930,6 +930,43 @@ TEST_F(MountAttack, ASidecarImplyingATreeOverTheCapIsRefusedUnread) {
   EXPECT_LT(vm_hwm_kib(pid_), 128 * 1024) << "the daemon read the tree it was to refuse";
 }
 
+// The same sidecar rewritten after the mount looked the file up (a user rewrites their
+// own sidecar between a stat and an open): the open is still refused before the tree is
+// read - the verified_file gets the bound the looked-up descriptor was charged for.
+TEST_F(MountAttack, ASidecarRewrittenAfterItsLookupIsStillBounded) {
+  SKIP_UNLESS_FUSE();
+  user_file("late", std::string(8192, 'l'));
+  ASSERT_EQ(shell2(std::string(QUIESCE_CLI) + " verity enable " + (user_ / "late").string()).code,
+            0);
+  struct stat side {};
+  ASSERT_EQ(::stat((user_ / "late.verity").c_str(), &side), 0);
+  EXPECT_EQ(side.st_uid, quiesce::test::nobody_uid) << "root's enable kept the sidecar";
+  start();
+  struct stat looked {};
+  ASSERT_EQ(::stat((mnt_ / "u" / "late").c_str(), &looked), 0);  // the small descriptor
+  constexpr std::uint64_t huge = (std::uint64_t{32} << 30) + 4096;
+  ASSERT_EQ(
+      as_nobody([&] {
+        const int fd = ::open((user_ / "late.verity").c_str(), O_RDWR);
+        if (fd < 0) return 1;
+        std::uint8_t le[8];
+        for (int i = 0; i < 8; ++i)
+          le[i] = static_cast<std::uint8_t>(huge >> (8 * i));
+        const bool ok = ::pwrite(fd, le, 8, 8) == 8 &&
+                        ::ftruncate(fd, static_cast<off_t>(256 + tree_bytes(huge, 4096, 32))) == 0;
+        ::close(fd);
+        return ok && ::truncate((user_ / "late").c_str(), static_cast<off_t>(huge)) == 0 ? 0 : 2;
+      }),
+      0);
+  const int err = as_nobody([&] {
+    const int fd = ::open((mnt_ / "u" / "late").c_str(), O_RDONLY);
+    if (fd >= 0) ::close(fd);
+    return errno_of(fd);
+  });
+  EXPECT_EQ(err, EFBIG) << std::strerror(err);
+  EXPECT_LT(vm_hwm_kib(pid_), 128 * 1024) << "the daemon read the rewritten sidecar's tree";
+}
+
 // The trees of the verity files open at once are bounded (-o tree_memory_mb): past it an
 // open answers ENOMEM until a file closes; a closed file's kept tree (retained.hpp) is let
 // go for it. Two files of ~0.66 MiB of tree each under a 1 MiB bound.

@@ -153,6 +153,15 @@ void run_enable(const enable_cli& o) {
   } catch (const std::system_error& e) {
     throw usage_error(fmt::format("can't enable '{}': {}", o.file, e.what()));
   }  // std::invalid_argument (a signature that is not one) names "signature": exit 2
+  // A sidecar is its file's owner's (`quiesce verity mount` accepts no other): root
+  // enabling another user's file gives it to them.
+  const std::string side = o.sidecar.empty() ? o.file + ".verity" : o.sidecar;
+  struct stat data {};
+  if (::geteuid() == 0 && ::stat(o.file.c_str(), &data) == 0 &&
+      ::chown(side.c_str(), data.st_uid, data.st_gid) != 0) {
+    throw usage_error(fmt::format("can't give '{}' to the owner of '{}': {}", side, o.file,
+                                  std::strerror(errno)));
+  }
   fmt::print("{}:{} {} (sidecar {}, tree {} bytes{})\n", verity::to_string(p.alg),
              verity::to_hex(verity::file_digest(t)), o.file,
              o.sidecar.empty() ? o.file + ".verity" : o.sidecar, t.tree.size(),
