@@ -893,6 +893,21 @@ std::uint64_t tree_bytes(std::uint64_t data, std::uint64_t block, std::uint64_t 
   return bytes;
 }
 
+// As a user may to their own verity file in SOURCE: its sidecar's descriptor rewritten to
+// describe `huge` bytes (4 KiB blocks, SHA-256), both files made that long (sparse) so the
+// sidecar stays consistent. 0, or a failing step.
+int grow_to(const fs::path& file, std::uint64_t huge) {
+  const int fd = ::open((file.string() + ".verity").c_str(), O_RDWR);
+  if (fd < 0) return 1;
+  std::uint8_t le[8];
+  for (int i = 0; i < 8; ++i)
+    le[i] = static_cast<std::uint8_t>(huge >> (8 * i));
+  const bool ok = ::pwrite(fd, le, 8, 8) == 8 &&
+                  ::ftruncate(fd, static_cast<off_t>(256 + tree_bytes(huge, 4096, 32))) == 0;
+  ::close(fd);
+  return ok && ::truncate(file.c_str(), static_cast<off_t>(huge)) == 0 ? 0 : 2;
+}
+
 // A sidecar in SOURCE is its user's: a consistent one may describe a sparse file of any
 // size, and a verity file's tree is read whole at open. One describing a file one block
 // over 32 GiB (a 258 MiB tree with 4 KiB blocks, sparse on disk; the kernel's format allows
@@ -904,20 +919,8 @@ TEST_F(MountAttack, ASidecarImplyingATreeOverTheCapIsRefusedUnread) {
   ASSERT_EQ(shell2(std::string(QUIESCE_CLI) + " verity enable " + (user_ / "big").string()).code,
             0);
   ASSERT_EQ(::chown((user_ / "big.verity").c_str(), 65534, 65534), 0);
-  constexpr std::uint64_t huge = (std::uint64_t{32} << 30) + 4096;  // level 0: 256 MiB + 32
-  ASSERT_EQ(
-      as_nobody([&] {  // the user rewrites their own sidecar, and grows the file
-        const int fd = ::open((user_ / "big.verity").c_str(), O_RDWR);
-        if (fd < 0) return 1;
-        std::uint8_t le[8];
-        for (int i = 0; i < 8; ++i)
-          le[i] = static_cast<std::uint8_t>(huge >> (8 * i));
-        const bool ok = ::pwrite(fd, le, 8, 8) == 8 &&
-                        ::ftruncate(fd, static_cast<off_t>(256 + tree_bytes(huge, 4096, 32))) == 0;
-        ::close(fd);
-        return ok && ::truncate((user_ / "big").c_str(), static_cast<off_t>(huge)) == 0 ? 0 : 2;
-      }),
-      0);
+  constexpr std::uint64_t huge = (std::uint64_t{32} << 30) + 4096;        // level 0: 256 MiB + 32
+  ASSERT_EQ(as_nobody([&] { return grow_to(user_ / "big", huge); }), 0);  // the user's own
   start();
   // Recognised as its sidecar (hidden), so the file is a verity file, not a plain one.
   ASSERT_FALSE(fs::exists(mnt_ / "u" / "big.verity"));
@@ -945,19 +948,7 @@ TEST_F(MountAttack, ASidecarRewrittenAfterItsLookupIsStillBounded) {
   struct stat looked {};
   ASSERT_EQ(::stat((mnt_ / "u" / "late").c_str(), &looked), 0);  // the small descriptor
   constexpr std::uint64_t huge = (std::uint64_t{32} << 30) + 4096;
-  ASSERT_EQ(
-      as_nobody([&] {
-        const int fd = ::open((user_ / "late.verity").c_str(), O_RDWR);
-        if (fd < 0) return 1;
-        std::uint8_t le[8];
-        for (int i = 0; i < 8; ++i)
-          le[i] = static_cast<std::uint8_t>(huge >> (8 * i));
-        const bool ok = ::pwrite(fd, le, 8, 8) == 8 &&
-                        ::ftruncate(fd, static_cast<off_t>(256 + tree_bytes(huge, 4096, 32))) == 0;
-        ::close(fd);
-        return ok && ::truncate((user_ / "late").c_str(), static_cast<off_t>(huge)) == 0 ? 0 : 2;
-      }),
-      0);
+  ASSERT_EQ(as_nobody([&] { return grow_to(user_ / "late", huge); }), 0);
   const int err = as_nobody([&] {
     const int fd = ::open((mnt_ / "u" / "late").c_str(), O_RDONLY);
     if (fd >= 0) ::close(fd);
