@@ -113,6 +113,12 @@ inline constexpr bool post_refused_kept = QUIESCE_MUTANT(POST_REFUSED_KEPT);
 inline constexpr bool stranded_not_swept = QUIESCE_MUTANT(STRANDED_NOT_SWEPT);
 // a normal-priority pool's worker that looked for work goes on counting as on its way
 inline constexpr bool look_leaves_waking = QUIESCE_MUTANT(LOOK_LEAVES_WAKING);
+// a worker that could not be created is never tried again (retry_worker_creation)
+inline constexpr bool creation_not_retried = QUIESCE_MUTANT(CREATION_NOT_RETRIED);
+// the exit hook leaves items waiting inactive where they are (activate_all_inactive)
+inline constexpr bool exit_leaves_inactive = QUIESCE_MUTANT(EXIT_LEAVES_INACTIVE);
+// a queuer at exit kicks only as at any other time (pool::queuer_must_kick)
+inline constexpr bool exit_push_not_kicked = QUIESCE_MUTANT(EXIT_PUSH_NOT_KICKED);
 }  // namespace mutant
 
 // ---- work_state::flags ----------------------------------------------------------------------
@@ -264,6 +270,14 @@ struct worker;
 struct wq_impl;
 struct idle_list;
 
+// A (seq_cst): set once by the exit hook (registry.cpp). Outside the registry, so asking
+// does not create the pools.
+extern std::atomic<bool> g_exiting;
+// True once the process has begun to exit (quiesce's exit hook ran): queueing is refused.
+inline bool process_exiting() noexcept {
+  return g_exiting.load(std::memory_order_seq_cst);
+}
+
 struct pool {
   pool(int id_, cpu_set cpus_, int cpu_, int node_, int nice_);
   const int id;        // I
@@ -322,6 +336,10 @@ struct pool {
   // L(pool): a worker could not be created; the watchdog reports it (unlocked) once.
   std::string creation_failure QUIESCE_GUARDED_BY(lock);
   bool creation_failure_reported QUIESCE_GUARDED_BY(lock) = false;  // L(pool)
+  // L(pool): a creation failed while the pool needed a worker, and none has been created
+  // or woken since: the watchdog's tick tries again (retry_worker_creation), and the pool
+  // holds the watchdog (ticking) meanwhile. Counted in pools_retrying.
+  bool creation_retry QUIESCE_GUARDED_BY(lock) = false;
   sched_sample exited_sched QUIESCE_GUARDED_BY(lock);  // L(pool): schedstat of culled workers
   std::atomic<std::uint64_t> watchdog_ts{0};  // A: last progress (item started / list filled)
   // D: watchdog_ts when a lockup was reported
@@ -349,9 +367,13 @@ struct pool {
   // its count before it reads has_work(), so either it sees the item or the queuer sees the
   // lowered count and kicks. A worker on its way looks at the lists after it stops
   // counting as waking, and kicks again if more wait (the chain).
+  // At exit it always kicks (it may be an item activated after the exit hook, behind a
+  // worker that runs on for ever): either the queuer sees the process exiting, or its push
+  // came before the hook's flag (seq_cst), and the hook's own kick of this pool sees it.
   bool queuer_must_kick() const noexcept {
-    return nr_running.load(std::memory_order_seq_cst) < max_running() &&
-           nr_waking.load(std::memory_order_seq_cst) == 0;
+    return (nr_running.load(std::memory_order_seq_cst) < max_running() &&
+            nr_waking.load(std::memory_order_seq_cst) == 0) ||
+           (!mutant::exit_push_not_kicked && process_exiting());
   }
   int running() const noexcept { return nr_running.load(std::memory_order_seq_cst); }
   // Idle workers beyond two are culled once they are a quarter of the busy ones.
@@ -512,8 +534,6 @@ inline pool::pool(int id_, cpu_set cpus_, int cpu_, int node_, int nice_)
 pool& bound_pool(int cpu, bool highpri);
 pool& unbound_pool(const cpu_set& cpus, int node, bool highpri);
 std::vector<pool*> all_pools();
-// True once the process has begun to exit (quiesce's exit hook ran): queueing is refused.
-bool process_exiting() noexcept;
 // In a fork() child of a process whose workqueues had started (registry.cpp): whether, and
 // a std::logic_error naming `what` if so.
 bool in_forked_child() noexcept;
@@ -532,6 +552,9 @@ void keep_until_exit(wq_impl* wq);
 void activate_stranded();
 // A (seq_cst): domains with nr_inactive > 0, changed as one goes from 0 to 1 or back.
 extern std::atomic<int> domains_waiting;
+// The exit hook: activates every item that waits inactive, slot or not, so that the
+// workers of their (exiting) pools drop them (the exit rules: inactive items are dropped).
+void activate_all_inactive();
 
 // ---- worker.cpp: workers and concurrency management ---------------------------------------
 void kick_pool_locked(pool& p)
@@ -549,6 +572,13 @@ void insert_work_locked(pool& p, work& item, std::uint64_t now) QUIESCE_REQUIRES
 void splice_incoming_locked(pool& p) QUIESCE_REQUIRES(p.lock);
 // Items on p's lists (worklist and incoming) (L).
 std::size_t pending_count_locked(const pool& p) QUIESCE_REQUIRES(p.lock);
+// The watchdog's tick: in each of `pools` whose last worker creation failed while it needed
+// one (pool::creation_retry), tries again - a thread limit (RLIMIT_NPROC, a cgroup's
+// pids.max) or memory may have come back; the kernel's manager retries the same way
+// (maybe_create_worker). Looks at the pools only while some pool retries (pools_retrying).
+void retry_worker_creation(const std::vector<pool*>& pools);
+// A (seq_cst): pools with creation_retry set, changed as each is set or cleared.
+extern std::atomic<int> pools_retrying;
 worker* this_thread_worker() noexcept;  // the calling worker, or nullptr
 std::uint64_t idle_timeout_ns() noexcept;
 
@@ -602,9 +632,10 @@ void queue_work_owned(wq_impl& wq, int cpu, work& item);
 // canceller waits for them to land. With one slot (an ordered queue) the slot is taken before
 // the item leaves the count of waiting ones, so a later queuer cannot run before it.
 // With `only_for` set, stops at the first item for another pool and returns false (true
-// otherwise).
-bool take_inactive_locked(active_domain& d, work_list& out, const pool* only_for = nullptr)
-    QUIESCE_REQUIRES(d.lock);
+// otherwise). With `past_limit` (the exit hook), takes every waiting item, counting each
+// active although no slot is free: they are dropped, and each gives its count back.
+bool take_inactive_locked(active_domain& d, work_list& out, const pool* only_for = nullptr,
+                          bool past_limit = false) QUIESCE_REQUIRES(d.lock);
 void activate_taken(work_list& items);
 // The same for items of `p` whose lock the caller holds: listed directly (after what was
 // pushed before them).

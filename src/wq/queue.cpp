@@ -143,10 +143,14 @@ void queue_work_owned(wq_impl& wq, int cpu, work& item) {
   activate_taken(taken);
 }
 
-bool take_inactive_locked(active_domain& d, work_list& out, const pool* only_for) {
+bool take_inactive_locked(active_domain& d, work_list& out, const pool* only_for, bool past_limit) {
   while (work* next = d.inactive.front()) {
     if (only_for && state_of(*next).pwq_of->pool != only_for) return false;
-    if (!d.try_take_slot()) break;
+    if (past_limit) {
+      d.nr_active.fetch_add(1, std::memory_order_seq_cst);
+    } else if (!d.try_take_slot()) {
+      break;
+    }
     d.inactive.erase(next);
     state_of(*next).inactive_in.store(nullptr, std::memory_order_release);
     d.count_waiting(-1);

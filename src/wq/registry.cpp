@@ -31,12 +31,12 @@
 
 namespace quiesce::detail {
 
+std::atomic<bool> g_exiting{false};
+
 namespace {
 
 // Queues are numbered as their construction completes (number_queue).
 std::atomic<std::uint64_t> g_completed_serial{0};  // A: acquire/release
-// Set once by the exit hook. Outside the registry, so asking does not create the pools.
-std::atomic<bool> g_exiting{false};  // A: seq_cst
 // Set in a child forked after the registry existed (its workers are not in the child).
 std::atomic<bool> g_forked_child{false};  // A: seq_cst
 
@@ -61,7 +61,9 @@ class registry {
     }
     // The pools' timestamps are stat_ns() (clock.hpp): their ages are taken on that clock.
     watchdog_ = watchdog_register("workqueue", [this](std::uint64_t, const watchdog_config& c) {
-      wq_watchdog_check(all(), stat_ns(), c);
+      const std::vector<pool*> pools = all();
+      wq_watchdog_check(pools, stat_ns(), c);
+      retry_worker_creation(pools);
       activate_stranded();
     });
   }
@@ -109,6 +111,7 @@ class registry {
       p->exiting = true;
       kick_pool_locked(*p);  // a worker drops what is on the list
     }
+    activate_all_inactive();  // and what waits for a slot (behind items that may never end)
     timer_drop_all();
   }
 
@@ -178,9 +181,6 @@ pool& unbound_pool(const cpu_set& cpus, int node, bool highpri) {
 }
 std::vector<pool*> all_pools() {
   return registry::the_registry().all();
-}
-bool process_exiting() noexcept {
-  return g_exiting.load(std::memory_order_seq_cst);
 }
 bool in_forked_child() noexcept {
   return g_forked_child.load(std::memory_order_seq_cst);

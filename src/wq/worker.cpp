@@ -39,18 +39,38 @@ std::string worker_name(const pool& p, int id) {
 
 void worker_main(worker* w);
 
-// A worker could not be created: remembered for the watchdog to report, unlocked (L).
-void note_creation_failure_locked(pool& p, std::string what) QUIESCE_REQUIRES(p.lock) {
-  if (p.creation_failure.empty() && !p.creation_failure_reported)
-    p.creation_failure = std::move(what);
+// A worker could not be created (`why`): the pool asks the watchdog's tick to try again
+// (and holds the watchdog so that it ticks), and the message is kept for the watchdog to
+// report once (L). Throws nothing: a message that cannot be formatted is lost, the retry is
+// not.
+void creation_failed_locked(pool& p, std::string_view why) noexcept QUIESCE_REQUIRES(p.lock) {
+  if (!p.creation_retry) {
+    p.creation_retry = true;
+    pools_retrying.fetch_add(1, std::memory_order_seq_cst);
+    watchdog_hold();
+  }
+  if (!p.creation_failure.empty() || p.creation_failure_reported) return;
+  try {
+    p.creation_failure = fmt::format("workqueue: cannot create a worker for pool {} (cpus={}): {}",
+                                     p.id, p.cpus.to_string(), why);
+  } catch (...) {
+  }
+}
+
+// The pool no longer waits for a retry: a worker was created, or woken, or none is needed (L).
+void end_creation_retry_locked(pool& p) noexcept QUIESCE_REQUIRES(p.lock) {
+  if (!p.creation_retry) return;
+  p.creation_retry = false;
+  pools_retrying.fetch_sub(1, std::memory_order_seq_cst);
+  watchdog_release();
 }
 
 // Starts a new worker in `p` (L). It begins not busy and not idle: it will look for work.
-bool create_worker_locked(pool& p) QUIESCE_REQUIRES(p.lock) {
+// Throws nothing: a failure (no thread, no memory, the pool's limit) is remembered for the
+// watchdog to report and to retry.
+bool create_worker_locked(pool& p) noexcept QUIESCE_REQUIRES(p.lock) {
   if (p.nr_workers >= max_workers_per_pool) {
-    note_creation_failure_locked(
-        p, fmt::format("workqueue: pool {} (cpus={}) reached {} workers; not creating more", p.id,
-                       p.cpus.to_string(), max_workers_per_pool));
+    creation_failed_locked(p, "the pool has reached its limit of workers");
     return false;
   }
   // Free the workers that were culled (their threads detached themselves and no longer
@@ -61,20 +81,19 @@ bool create_worker_locked(pool& p) QUIESCE_REQUIRES(p.lock) {
   }
   p.dying.clear();
   const int id = p.next_worker_id++;
-  int slot = p.next_slot;
-  if (!p.free_slots.empty()) {
-    slot = p.free_slots.back();
-  }
-  auto w = std::make_unique<worker>(&p, id, slot, worker_name(p, id));
-  worker* raw = w.get();
-  raw->pool->lock.assert_held();
+  const int slot = p.free_slots.empty() ? p.next_slot : p.free_slots.back();
+  std::unique_ptr<worker> w;
   try {
-    raw->thread = std::thread(worker_main, raw);
-  } catch (const std::system_error& e) {
-    note_creation_failure_locked(
-        p, fmt::format("workqueue: cannot create a worker for pool {}: {}", p.id, e.what()));
+    p.workers.reserve(p.workers.size() + 1);  // the push_back below cannot throw
+    w = std::make_unique<worker>(&p, id, slot, worker_name(p, id));
+    w->pool->lock.assert_held();
+    w->thread = std::thread(worker_main, w.get());
+  } catch (const std::exception& e) {  // std::bad_alloc, or std::system_error (EAGAIN)
+    creation_failed_locked(p, e.what());
     return false;
   }
+  worker* raw = w.get();
+  raw->pool->lock.assert_held();
   if (slot == p.next_slot) {
     ++p.next_slot;
   } else {
@@ -84,6 +103,7 @@ bool create_worker_locked(pool& p) QUIESCE_REQUIRES(p.lock) {
   p.nr_waking.fetch_add(1, std::memory_order_seq_cst);
   p.workers.push_back(std::move(w));
   ++p.nr_workers;
+  end_creation_retry_locked(p);
   return true;
 }
 
@@ -460,6 +480,23 @@ void kick_pool_locked(pool& p) {
     return;
   }
   create_worker_locked(p);
+}
+
+std::atomic<int> pools_retrying{0};
+
+void retry_worker_creation(const std::vector<pool*>& pools) {
+  if (mutant::creation_not_retried) return;
+  if (pools_retrying.load(std::memory_order_seq_cst) == 0) return;  // the common case
+  for (pool* p : pools) {
+    lock_guard guard(p->lock);
+    if (!p->creation_retry) continue;
+    if (p->need_more_worker()) kick_pool_locked(*p);  // wakes an idle worker, or creates one
+    // Settled once nothing needs a worker or one is on its way (it kicks again if more
+    // wait); a creation that failed again leaves the retry for the next tick.
+    if (!p->need_more_worker() || p->nr_waking.load(std::memory_order_seq_cst) > 0) {
+      end_creation_retry_locked(*p);
+    }
+  }
 }
 
 void push_work(pool& p, work& item, std::uint64_t now) {

@@ -224,6 +224,23 @@ void activate_stranded() {
   }
 }
 
+void activate_all_inactive() {
+  if (mutant::exit_leaves_inactive) return;
+  live_queues& l = live();
+  detail::lock_guard guard(l.lock);
+  for (const wq_impl* wq : l.queues) {
+    for (const auto& d : wq->domains) {
+      if (d->nr_inactive.load(std::memory_order_seq_cst) == 0) continue;
+      work_list taken;
+      {
+        detail::lock_guard domain_guard(d->lock);
+        take_inactive_locked(*d, taken, nullptr, /*past_limit=*/true);
+      }
+      activate_taken(taken);
+    }
+  }
+}
+
 }  // namespace detail
 
 std::vector<wq_stats> all_workqueue_stats() {

@@ -118,12 +118,23 @@ TEST_P(WqExit, ProcessExitsCleanlyUnderValgrind) {
 #endif
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Scenarios, WqExit,
-    testing::Values("requeue_system_wq", "requeue_system_unbound_wq", "requeue_heap_wq",
-                    "requeue_static_wq", "flush_at_exit", "delayed_system", "delayed_own",
-                    "rearm_mod_delayed", "throw_at_exit", "arm_at_exit", "refused_after_exit",
-                    "static_queue_running_item", "dropped_behind_blocked", "posted_at_exit"),
-    [](const testing::TestParamInfo<const char*>& info) { return std::string(info.param); });
+// A pool whose first worker cannot be created (a thread limit) runs its item once the
+// limit allows: the watchdog's tick tries the creation again (kills creation_not_retried).
+TEST(WqWorkerCreation, AFailedCreationIsRetriedUntilTheItemRuns) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root: lowers nobody's thread limit";
+  const outcome o = run_with_deadline({child(), "worker_created_after_limit"}, 30s);
+  EXPECT_TRUE(exited_zero(o)) << describe(o);
+}
+
+INSTANTIATE_TEST_SUITE_P(Scenarios, WqExit,
+                         testing::Values("requeue_system_wq", "requeue_system_unbound_wq",
+                                         "requeue_heap_wq", "requeue_static_wq", "flush_at_exit",
+                                         "delayed_system", "delayed_own", "rearm_mod_delayed",
+                                         "throw_at_exit", "arm_at_exit", "refused_after_exit",
+                                         "static_queue_running_item", "dropped_behind_blocked",
+                                         "inactive_behind_blocked", "posted_at_exit"),
+                         [](const testing::TestParamInfo<const char*>& info) {
+                           return std::string(info.param);
+                         });
 
 }  // namespace

@@ -5,6 +5,7 @@
 // armed items are dropped, running items finish, and nothing waits for user code.
 // Status 2: the scenario could not be set up; 3: unknown scenario.
 #include <sched.h>
+#include <sys/resource.h>
 
 #include <atomic>
 #include <chrono>
@@ -267,6 +268,31 @@ int scenario_dropped_behind_blocked() {
   return 0;
 }
 
+// The same with an inactive item: a queue of max_active 1 whose one active slot an item
+// holds (blocked until the last static destructor); an item queued behind it waits inactive
+// and must be dropped at exit all the same (the exit rules: inactive items are dropped).
+int scenario_inactive_behind_blocked() {
+  quiesce::watchdog_config c = quiesce::get_watchdog_config();
+  c.wq_sleep_detection = false;
+  c.wq_cpu_intensive = std::chrono::nanoseconds::zero();
+  quiesce::set_watchdog_config(c);
+  static std::atomic<bool> started{false};
+  static workqueue* wq = keep(new workqueue("one-slot", quiesce::wq_options{.max_active = 1}));
+  auto* blocker = keep(new work("blocker", [](work&) {
+    started = true;
+    g_stopper.wait();
+  }));
+  if (!wq->queue(*blocker)) return 2;
+  if (!wait_until([] { return started.load(); })) return 2;
+  static work* behind = keep(new work("behind", [](work&) {}));
+  if (!wq->queue(*behind)) return 2;
+  g_checker.check = [] {
+    behind->flush();  // returns once the exit hook has dropped it
+    return behind->pending() ? 5 : 0;
+  };
+  return 0;
+}
+
 // Posted items re-post themselves for ever (from their own function, on several CPUs'
 // pools) and others wait behind them: at exit the queued ones are dropped without running
 // or being destroyed, running ones finish, and nothing is reported as leaked (their nodes
@@ -299,6 +325,43 @@ int scenario_posted_at_exit() {
   return wait_until([] { return runs.load() >= 1000; }) ? 0 : 2;
 }
 
+// Not an exit scenario: a pool's first worker cannot be created (the uid's thread limit,
+// RLIMIT_NPROC, is reached), so its item waits; once the limit allows, the watchdog's tick
+// creates the worker and the item runs - flush() returns. Run as root (it lowers the limit
+// for nobody, uid 65534, and becomes nobody); status 4: not root.
+int scenario_worker_created_after_limit() {
+  if (::geteuid() != 0) return 4;
+  // The runtime's threads first (the watchdog's, a per-CPU worker): nothing below needs
+  // another thread but the worker under test.
+  workqueue warm("warm");
+  work warm_item("warm", [](work&) {});
+  if (!warm.queue(warm_item)) return 2;
+  warm_item.flush();
+  workqueue limited("limited",
+                    quiesce::wq_options{.unbound = true, .scope = quiesce::affinity_scope::system});
+  rlimit was{};
+  if (::getrlimit(RLIMIT_NPROC, &was) != 0 || was.rlim_max < 64) return 2;
+  // Soft 1: no new thread for nobody; the hard limit kept, so that the soft one may rise.
+  const rlimit one{1, was.rlim_max};
+  if (::setrlimit(RLIMIT_NPROC, &one) != 0 || ::setresgid(65534, 65534, 65534) != 0 ||
+      ::setresuid(65534, 65534, 65534) != 0) {
+    return 2;
+  }
+  std::atomic<bool> ran{false};
+  work item("limited", [&ran](work&) { ran = true; });
+  if (!limited.queue(item)) return 2;
+  // The queueing tried to create the pool's first worker, and failed: the item waits in a
+  // pool without workers (else the scenario tests nothing).
+  bool stranded = false;
+  for (const quiesce::pool_info& p : quiesce::worker_pools()) {
+    if (!p.bound && p.nr_pending == 1 && p.nr_workers == 0) stranded = true;
+  }
+  if (!stranded || ran) return 2;
+  if (::setrlimit(RLIMIT_NPROC, &was) != 0) return 2;
+  item.flush();  // the retry's worker runs it (without a retry: for ever)
+  return ran ? 0 : 5;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -317,6 +380,8 @@ int main(int argc, char** argv) {
       {"static_queue_running_item", scenario_static_queue_running_item},
       {"dropped_behind_blocked", scenario_dropped_behind_blocked},
       {"posted_at_exit", scenario_posted_at_exit},
+      {"inactive_behind_blocked", scenario_inactive_behind_blocked},
+      {"worker_created_after_limit", scenario_worker_created_after_limit},
   };
   if (argc != 2 || !scenarios.count(argv[1])) {
     std::fprintf(stderr, "usage: wq_exit_child SCENARIO\n");
