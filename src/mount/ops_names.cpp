@@ -13,6 +13,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <vector>
 
 #include "fs.hpp"
@@ -88,6 +89,19 @@ void op_getattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
   fuse_reply_attr(req, &st, attr_timeout);
 }
 
+namespace {
+
+// The set-user-ID and set-group-ID bits a mode change from `now` to `want` only takes away
+// (0 if it changes anything else, or nothing).
+mode_t setid_bits_dropped(mode_t now, mode_t want) {
+  now &= 07777;
+  want &= 07777;
+  const mode_t dropped = now & ~want;
+  return (want & ~now) == 0 && dropped != 0 && (dropped & ~(S_ISUID | S_ISGID)) == 0 ? dropped : 0;
+}
+
+}  // namespace
+
 void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set, fuse_file_info* fi) {
   filesystem& f = fs_of(req);
   const auto n = f.node_of(ino);
@@ -95,11 +109,21 @@ void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set, f
   const auto* h = fi ? reinterpret_cast<const handle*>(fi->fh) : nullptr;
   const bool symlink = S_ISLNK(n->type);
   const std::string path = proc_path(n->fd());
-  as_caller who(req);
+  std::optional<as_caller> who(std::in_place, req);
+  // The kernel's kill-priv: a write or truncation by someone who may write the file but
+  // does not own it clears its set-ID bits with the kernel's own authority (ATTR_FORCE:
+  // FUSE sends it as this mode change). As the caller it would fail (EPERM: not the
+  // owner), and with it the write - so a change that only drops set-ID bits, asked by a
+  // caller who may write the file, is made with the daemon's authority, below.
+  mode_t drop_setid = 0;
   if (to_set & FUSE_SET_ATTR_MODE) {
     if (symlink) return reply_err(req, EOPNOTSUPP);
     if (::fchmodat(AT_FDCWD, path.c_str(), attr->st_mode & 07777, 0) != 0) {
-      return reply_err(req, errno);
+      const int err = errno;
+      struct stat now {};
+      if (err == EPERM && stat_of(*n, now) == 0)
+        drop_setid = setid_bits_dropped(now.st_mode, attr->st_mode);
+      if (drop_setid == 0 || who->may_write(n->fd()) != 0) return reply_err(req, err);
     }
   }
   if (to_set & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID)) {
@@ -152,6 +176,14 @@ void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set, f
       rc = ::utimensat(AT_FDCWD, path.c_str(), ts, 0);
     }
     if (rc != 0) return reply_err(req, errno);
+  }
+  if (drop_setid != 0) {
+    who.reset();  // the daemon's own authority from here
+    struct stat now {};
+    if (const int err = stat_of(*n, now)) return reply_err(req, err);
+    if (::fchmodat(AT_FDCWD, path.c_str(), now.st_mode & 07777 & ~drop_setid, 0) != 0) {
+      return reply_err(req, errno);
+    }
   }
   struct stat st {};
   if (const int err = stat_of(*n, st)) return reply_err(req, err);
@@ -379,8 +411,21 @@ void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char* name) {
   const auto n = fs_of(req).node_of(ino);
   if (!n) return reply_err(req, ESTALE);
   if (S_ISLNK(n->type)) return reply_err(req, EPERM);
-  as_caller who(req);
-  fuse_reply_err(req, ::removexattr(proc_path(n->fd()).c_str(), name) == 0 ? 0 : errno);
+  const std::string path = proc_path(n->fd());
+  {
+    as_caller who(req);
+    if (::removexattr(path.c_str(), name) == 0) return reply_err(req, 0);
+    // The kernel's kill-priv again (see op_setattr): a write by someone who may write the
+    // file removes its file capability with the kernel's authority - the only way a caller
+    // without CAP_SETFCAP reaches here with this name (the kernel refuses their own
+    // removexattr of it first). As the caller it fails, and with it the write.
+    const int err = errno;
+    if (err != EPERM || std::strcmp(name, "security.capability") != 0 ||
+        who.may_write(n->fd()) != 0) {
+      return reply_err(req, err);
+    }
+  }
+  fuse_reply_err(req, ::removexattr(path.c_str(), name) == 0 ? 0 : errno);
 }
 
 // ---- directories ------------------------------------------------------------------------

@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -335,6 +336,32 @@ std::vector<step> steps() {
          ::waitpid(pid, &status, 0);
          return std::to_string(WEXITSTATUS(status)) + " " + stat_line(r / "grp/x");
        }},
+      {"nobody appends to root's set-user-ID file",
+       [=](P r) {
+         std::string first =
+             nobody([&] { return write_all(r / "pub/suid", O_WRONLY | O_APPEND, "+"); });
+         return first + " " + stat_line(r / "pub/suid");
+       }},
+      {"nobody truncates root's set-group-ID file",
+       [=](P r) {
+         std::string first = nobody([&] { return ::truncate((r / "pub/sgid").c_str(), 1); });
+         return first + " " + stat_line(r / "pub/sgid");
+       }},
+      {"nobody appends to root's file with a file capability",
+       [=](P r) {
+         std::string first =
+             nobody([&] { return write_all(r / "pub/fcap", O_WRONLY | O_APPEND, "+"); });
+         char v[64];
+         const ssize_t n = ::getxattr((r / "pub/fcap").c_str(), "security.capability", v, sizeof v);
+         return first + " capability " + outcome(n < 0 ? -1 : 0);
+       }},
+      {"nobody removes the file capability of root's file",
+       [=](P r) {
+         return nobody(
+             [&] { return ::removexattr((r / "pub/fcap2").c_str(), "security.capability"); });
+       }},
+      {"nobody clears the set-user-ID bit of root's file",
+       [=](P r) { return nobody([&] { return ::chmod((r / "pub/suid2").c_str(), 0777); }); }},
       {"nobody makes a device",
        [=](P r) {
          return nobody(
@@ -357,6 +384,18 @@ void populate(const fs::path& r) {
   ::chmod((r / "pub").c_str(), 01777);
   std::ofstream(r / "pub/rootfile") << "rf";
   ::chmod((r / "pub/rootfile").c_str(), 0666);
+  for (const auto& [name, mode] : {std::pair{"pub/suid", 04777}, std::pair{"pub/suid2", 04777},
+                                   std::pair{"pub/sgid", 02777}}) {
+    std::ofstream(r / name) << "set-id";
+    ::chmod((r / name).c_str(), static_cast<mode_t>(mode));
+  }
+  // A file capability (cap_net_raw permitted: struct vfs_cap_data, revision 2).
+  const std::uint32_t cap[5] = {0x02000000, 1u << 13, 0, 0, 0};
+  for (const char* name : {"pub/fcap", "pub/fcap2"}) {
+    std::ofstream(r / name) << "fcap";
+    ::chmod((r / name).c_str(), 0666);
+    ::setxattr((r / name).c_str(), "security.capability", cap, sizeof cap, 0);
+  }
   fs::create_directories(r / "nob");
   std::ofstream(r / "nob/n") << "n";
   ::chown((r / "nob").c_str(), 65534, 65534);
