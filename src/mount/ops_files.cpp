@@ -17,6 +17,7 @@
 #include "fs.hpp"
 #include "mutant.hpp"
 #include "quiesce/log.hpp"
+#include "sticky.hpp"
 
 namespace quiesce::mount::detail {
 
@@ -182,8 +183,17 @@ void op_create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
   if (!fd) {
     if (errno != EEXIST || (fi->flags & O_EXCL)) return (void)fuse_reply_err(req, errno);
     std::shared_ptr<node> n;
-    struct stat st {};
+    struct stat st {
+    }, dir_st{};
     if (const int err = f.lookup(dir, name, n, st)) return (void)fuse_reply_err(req, err);
+    const int sticky =
+        ::fstatat(dir->fd(), "", &dir_st, AT_EMPTY_PATH) != 0
+            ? errno
+            : may_create_in_sticky(protected_regular_level(), fuse_req_ctx(req)->uid, dir_st, st);
+    if (sticky != 0) {
+      f.forget(n->id, 1);
+      return (void)fuse_reply_err(req, sticky);
+    }
     auto h = std::make_unique<handle>();
     h->n = n;
     h->flags = fi->flags & ~(O_CREAT | O_EXCL);

@@ -29,12 +29,14 @@
 #include <string>
 #include <vector>
 
+#include "../../src/mount/sticky.hpp"
 #include "mount_fixture.hpp"
 
 namespace {
 
 namespace fs = std::filesystem;
 using quiesce::test::as_nobody;
+using quiesce::test::nobody_uid;
 using quiesce::test::slurp;
 
 // "0" or the errno's name: what a step saw.
@@ -90,6 +92,22 @@ int write_all(const fs::path& p, int flags, const std::string& data) {
   ::close(fd);
   return n == static_cast<ssize_t>(data.size()) ? 0 : -1;
 }
+
+// fs.protected_regular set to a value for a scope (a step), the old one back after.
+class protected_regular {
+ public:
+  explicit protected_regular(const char* value) {
+    std::ifstream(path_) >> old_;
+    std::ofstream(path_) << value;
+  }
+  ~protected_regular() { std::ofstream(path_) << old_; }
+  protected_regular(const protected_regular&) = delete;
+  protected_regular& operator=(const protected_regular&) = delete;
+
+ private:
+  static constexpr const char* path_ = "/proc/sys/fs/protected_regular";
+  std::string old_ = "0";
+};
 
 // One step: a name and what it does under a root; returns what it saw.
 struct step {
@@ -362,6 +380,12 @@ std::vector<step> steps() {
        }},
       {"nobody clears the set-user-ID bit of root's file",
        [=](P r) { return nobody([&] { return ::chmod((r / "pub/suid2").c_str(), 0777); }); }},
+      {"nobody opens root's file in a sticky directory with O_CREAT, protected_regular 1",
+       [=](P r) {
+         // The name was never looked up through the mount: the kernel sends a CREATE.
+         const protected_regular one("1");
+         return nobody([&] { return write_all(r / "pub/trap", O_CREAT | O_WRONLY, "t"); });
+       }},
       {"nobody makes a device",
        [=](P r) {
          return nobody(
@@ -389,6 +413,9 @@ void populate(const fs::path& r) {
     std::ofstream(r / name) << "set-id";
     ::chmod((r / name).c_str(), static_cast<mode_t>(mode));
   }
+  std::ofstream(r / "pub/trap") << "trap";  // a third user's, neither nobody's nor pub's owner's
+  ::chmod((r / "pub/trap").c_str(), 0666);
+  ::chown((r / "pub/trap").c_str(), 1, 1);
   // A file capability (cap_net_raw permitted: struct vfs_cap_data, revision 2).
   const std::uint32_t cap[5] = {0x02000000, 1u << 13, 0, 0, 0};
   for (const char* name : {"pub/fcap", "pub/fcap2"}) {
@@ -436,6 +463,54 @@ TEST_F(MountPosix, EveryOperationAnswersAsTheSourceFilesystem) {
     EXPECT_TRUE(want.count(name)) << name << ": only through the mount";
   // What the mount did is what SOURCE holds.
   EXPECT_EQ(tree_of(src_), want);
+}
+
+// The mount's own protected_regular check (src/mount/sticky.hpp, for a CREATE that finds the
+// name taken - a race the kernel's LOOKUP first leaves open) against the kernel's on the
+// local file system, over its whole range: every level (0, 1, 2), sticky or not, world-,
+// group- or owner-writable directories, and a file that is the caller's, the directory
+// owner's, or a third user's. Nobody opens with O_CREAT; the predicate must say what the
+// kernel did (EACCES or not).
+TEST(MountSticky, TheCreateCheckAnswersAsTheKernelAtEveryLevel) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root (fs.protected_regular, ownerships)";
+  const fs::path base =
+      fs::temp_directory_path() / ("quiesce-sticky-" + std::to_string(::getpid()));
+  fs::remove_all(base);
+  fs::create_directories(base);
+  ::chmod(base.c_str(), 0755);
+  int cases = 0;
+  for (const char* level : {"0", "1", "2"}) {
+    const protected_regular set(level);
+    for (const mode_t dir_mode : {01777, 01771, 01711, 0777, 0771}) {
+      for (const uid_t owner : {nobody_uid, uid_t{0}, uid_t{1}}) {
+        const fs::path dir = base / ("d" + std::to_string(cases));
+        fs::create_directories(dir);
+        ::chmod(dir.c_str(), dir_mode);  // root's
+        const fs::path file = dir / "f";
+        std::ofstream(file) << "f";
+        ::chmod(file.c_str(), 0666);
+        ::chown(file.c_str(), owner, owner);
+        const int kernel = as_nobody([&] {
+          const int fd = ::open(file.c_str(), O_CREAT | O_WRONLY, 0644);
+          if (fd < 0) return errno;
+          ::close(fd);
+          return 0;
+        });
+        struct stat dir_st {
+        }, file_st{};
+        ASSERT_EQ(::stat(dir.c_str(), &dir_st), 0);
+        ASSERT_EQ(::stat(file.c_str(), &file_st), 0);
+        const int mount = quiesce::mount::detail::may_create_in_sticky(
+            quiesce::mount::detail::protected_regular_level(), nobody_uid, dir_st, file_st);
+        EXPECT_EQ(mount, kernel == EACCES ? EACCES : 0)
+            << "protected_regular " << level << ", directory " << std::oct << dir_mode << std::dec
+            << ", file of uid " << owner << ": the kernel said " << kernel;
+        ++cases;
+      }
+    }
+  }
+  EXPECT_EQ(cases, 45);
+  fs::remove_all(base);
 }
 
 // Random operations on plain files through the mount, each byte checked against a shadow
