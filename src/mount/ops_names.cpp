@@ -178,6 +178,10 @@ void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set, f
     if (rc != 0) return reply_err(req, errno);
   }
   if (drop_setid != 0) {
+    // Not atomic with the owner's chmod as the kernel's (both under the inode lock): a
+    // chmod between this stat and the change is overwritten with the mode read here,
+    // less the set-ID bits. User space has no compare-and-set for a mode; the window is
+    // two system calls wide, and only a write to a set-ID file opens it.
     who.reset();  // the daemon's own authority from here
     struct stat now {};
     if (const int err = stat_of(*n, now)) return reply_err(req, err);

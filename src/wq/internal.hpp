@@ -138,6 +138,8 @@ inline constexpr int wq_dfl_active = 1024;   // WQ_DFL_ACTIVE
 inline constexpr int wq_max_active = 2048;   // WQ_MAX_ACTIVE
 inline constexpr int wq_dfl_min_active = 8;  // WQ_DFL_MIN_ACTIVE
 inline constexpr int max_workers_per_pool = 1024;
+// A failed worker creation is tried again this long after (CREATE_COOLDOWN: HZ, one second).
+inline constexpr std::uint64_t create_cooldown_ns = 1'000'000'000;
 
 // now + delta, saturated at the largest deadline a clock's time_point can hold (callers
 // treat that as "never").
@@ -337,9 +339,11 @@ struct pool {
   std::string creation_failure QUIESCE_GUARDED_BY(lock);
   bool creation_failure_reported QUIESCE_GUARDED_BY(lock) = false;  // L(pool)
   // L(pool): a creation failed while the pool needed a worker, and none has been created
-  // or woken since: the watchdog's tick tries again (retry_worker_creation), and the pool
-  // holds the watchdog (ticking) meanwhile. Counted in pools_retrying.
+  // or woken since: the watchdog's tick tries again (retry_worker_creation) once
+  // create_cooldown_ns has passed since the last failure, and the pool holds the watchdog
+  // (ticking) meanwhile. Counted in pools_retrying.
   bool creation_retry QUIESCE_GUARDED_BY(lock) = false;
+  std::uint64_t creation_failed_ns QUIESCE_GUARDED_BY(lock) = 0;  // L(pool): now_ns() of the last
   sched_sample exited_sched QUIESCE_GUARDED_BY(lock);  // L(pool): schedstat of culled workers
   std::atomic<std::uint64_t> watchdog_ts{0};  // A: last progress (item started / list filled)
   // D: watchdog_ts when a lockup was reported

@@ -138,7 +138,11 @@ void queue_work_owned(wq_impl& wq, int cpu, work& item) {
     d.inactive.push_back(&item);
     state_of(item).inactive_in.store(&d, std::memory_order_release);  // re-checked under d.lock
     d.count_waiting(1);
-    take_inactive_locked(d, taken);
+    // At exit, past the limit: an item that lands here after the exit hook's sweep (a
+    // queuer that passed its refusal check before the flag, the timer's due item) is dropped
+    // all the same. The Dekker pair with activate_all_inactive: the count above, then the
+    // flag; the hook sets the flag, then reads the count (seq_cst) - one of the two sees it.
+    take_inactive_locked(d, taken, nullptr, process_exiting() && !mutant::exit_leaves_inactive);
   }
   activate_taken(taken);
 }

@@ -44,6 +44,7 @@ void worker_main(worker* w);
 // report once (L). Throws nothing: a message that cannot be formatted is lost, the retry is
 // not.
 void creation_failed_locked(pool& p, std::string_view why) noexcept QUIESCE_REQUIRES(p.lock) {
+  p.creation_failed_ns = now_ns();
   if (!p.creation_retry) {
     p.creation_retry = true;
     pools_retrying.fetch_add(1, std::memory_order_seq_cst);
@@ -80,11 +81,13 @@ bool create_worker_locked(pool& p) noexcept QUIESCE_REQUIRES(p.lock) {
     if (d->stat_fd >= 0) ::close(d->stat_fd);
   }
   p.dying.clear();
-  const int id = p.next_worker_id++;
+  const int id = p.next_worker_id;  // taken (below) only by a worker that starts
   const int slot = p.free_slots.empty() ? p.next_slot : p.free_slots.back();
   std::unique_ptr<worker> w;
   try {
-    p.workers.reserve(p.workers.size() + 1);  // the push_back below cannot throw
+    if (p.workers.size() == p.workers.capacity()) {  // the push_back below cannot throw
+      p.workers.reserve(std::max<std::size_t>(8, 2 * p.workers.size()));
+    }
     w = std::make_unique<worker>(&p, id, slot, worker_name(p, id));
     w->pool->lock.assert_held();
     w->thread = std::thread(worker_main, w.get());
@@ -94,6 +97,7 @@ bool create_worker_locked(pool& p) noexcept QUIESCE_REQUIRES(p.lock) {
   }
   worker* raw = w.get();
   raw->pool->lock.assert_held();
+  ++p.next_worker_id;
   if (slot == p.next_slot) {
     ++p.next_slot;
   } else {
@@ -490,6 +494,9 @@ void retry_worker_creation(const std::vector<pool*>& pools) {
   for (pool* p : pools) {
     lock_guard guard(p->lock);
     if (!p->creation_retry) continue;
+    // The kernel's manager waits CREATE_COOLDOWN between tries: a thread limit or memory
+    // shortage is not hammered at every tick, nor the pool lock held for it.
+    if (now_ns() - p->creation_failed_ns < create_cooldown_ns) continue;
     if (p->need_more_worker()) kick_pool_locked(*p);  // wakes an idle worker, or creates one
     // Settled once nothing needs a worker or one is on its way (it kicks again if more
     // wait); a creation that failed again leaves the retry for the next tick.

@@ -123,6 +123,9 @@ TEST_P(WqExit, ProcessExitsCleanlyUnderValgrind) {
 TEST(WqWorkerCreation, AFailedCreationIsRetriedUntilTheItemRuns) {
   if (::geteuid() != 0) GTEST_SKIP() << "needs root: lowers nobody's thread limit";
   const outcome o = run_with_deadline({child(), "worker_created_after_limit"}, 30s);
+  if (o.exited_in_time && WIFEXITED(o.status) && WEXITSTATUS(o.status) == 4) {
+    GTEST_SKIP() << "this root cannot become nobody (uid 65534)";
+  }
   EXPECT_TRUE(exited_zero(o)) << describe(o);
 }
 

@@ -5,10 +5,12 @@
 // armed items are dropped, running items finish, and nothing waits for user code.
 // Status 2: the scenario could not be set up; 3: unknown scenario.
 #include <sched.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 
 #include <atomic>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <functional>
@@ -277,18 +279,23 @@ int scenario_inactive_behind_blocked() {
   c.wq_cpu_intensive = std::chrono::nanoseconds::zero();
   quiesce::set_watchdog_config(c);
   static std::atomic<bool> started{false};
+  static std::atomic<int> cpu{0};
+  // Per-CPU: one slot per CPU's domain, so both go to the blocker's CPU.
   static workqueue* wq = keep(new workqueue("one-slot", quiesce::wq_options{.max_active = 1}));
   auto* blocker = keep(new work("blocker", [](work&) {
+    cpu = sched_getcpu();
     started = true;
     g_stopper.wait();
   }));
   if (!wq->queue(*blocker)) return 2;
   if (!wait_until([] { return started.load(); })) return 2;
-  static work* behind = keep(new work("behind", [](work&) {}));
-  if (!wq->queue(*behind)) return 2;
+  static std::atomic<bool> ran{false};
+  static work* behind = keep(new work("behind", [](work&) { ran = true; }));
+  if (!wq->queue_on(cpu.load(), *behind)) return 2;
+  if (ran || !behind->pending()) return 2;  // it must wait inactive, or this tests nothing
   g_checker.check = [] {
     behind->flush();  // returns once the exit hook has dropped it
-    return behind->pending() ? 5 : 0;
+    return behind->pending() || ran ? 5 : 0;
   };
   return 0;
 }
@@ -327,8 +334,9 @@ int scenario_posted_at_exit() {
 
 // Not an exit scenario: a pool's first worker cannot be created (the uid's thread limit,
 // RLIMIT_NPROC, is reached), so its item waits; once the limit allows, the watchdog's tick
-// creates the worker and the item runs - flush() returns. Run as root (it lowers the limit
-// for nobody, uid 65534, and becomes nobody); status 4: not root.
+// creates the worker (after the kernel's one-second cooldown) and the item runs - flush()
+// returns. Run as root (it lowers the limit for nobody, uid 65534, and becomes nobody);
+// status 4: not root, or nobody cannot be become.
 int scenario_worker_created_after_limit() {
   if (::geteuid() != 0) return 4;
   // The runtime's threads first (the watchdog's, a per-CPU worker): nothing below needs
@@ -342,11 +350,13 @@ int scenario_worker_created_after_limit() {
   rlimit was{};
   if (::getrlimit(RLIMIT_NPROC, &was) != 0 || was.rlim_max < 64) return 2;
   // Soft 1: no new thread for nobody; the hard limit kept, so that the soft one may rise.
+  // Root that may not become nobody (a user namespace without that uid): status 4.
   const rlimit one{1, was.rlim_max};
   if (::setrlimit(RLIMIT_NPROC, &one) != 0 || ::setresgid(65534, 65534, 65534) != 0 ||
       ::setresuid(65534, 65534, 65534) != 0) {
-    return 2;
+    return 4;
   }
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // a change of credentials cleared it
   std::atomic<bool> ran{false};
   work item("limited", [&ran](work&) { ran = true; });
   if (!limited.queue(item)) return 2;
@@ -365,6 +375,9 @@ int scenario_worker_created_after_limit() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Dies with the test that started it: a scenario that hangs (on a mutant) must not
+  // outlive a test program that gave up on it or was killed.
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   const std::map<std::string, std::function<int()>> scenarios = {
       {"requeue_system_wq", scenario_requeue_system_wq},
       {"requeue_system_unbound_wq", scenario_requeue_system_unbound_wq},
