@@ -2,7 +2,7 @@
 // The fs-verity ioctls of `quiesce verity mount` (fs.hpp), with the kernel's rules and
 // errno values (fs/verity/enable.c, measure.c): FS_IOC_ENABLE_VERITY, FS_IOC_MEASURE_VERITY,
 // FS_IOC_GETFLAGS (the source's flags and verity); FS_IOC_READ_VERITY_METADATA is refused
-// on a verity file (ENODATA on any other, as the kernel's).
+// on a verity file (ENODATA on any other, as the kernel's). 32-bit callers get the same.
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <linux/fs.h>
@@ -304,11 +304,14 @@ int enable(fuse_req_t req, filesystem& f, node& n, int open_flags, bool handle_w
 void op_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void*, fuse_file_info* fi,
               unsigned flags, const void* in, std::size_t in_size, std::size_t out_size) {
   filesystem& f = fs_of(req);
-  if (flags & FUSE_IOCTL_COMPAT) return (void)fuse_reply_err(req, ENOSYS);
+  // A 32-bit caller's (FUSE_IOCTL_COMPAT) are answered as the kernel's compat_ioctl does
+  // (ext4_compat_ioctl): FS_IOC32_GETFLAGS is FS_IOC_GETFLAGS with an int, and the verity
+  // ioctls have the same numbers and layouts (fixed-size fields, 64-bit pointers).
   const auto n = f.node_of(ino);
   if (!n) return (void)fuse_reply_err(req, ESTALE);
   // A directory's handle is a dir_handle: never read as a file's.
   handle* h = (flags & FUSE_IOCTL_DIR) ? nullptr : reinterpret_cast<handle*>(fi->fh);
+  if (cmd == FS_IOC32_GETFLAGS) cmd = FS_IOC_GETFLAGS;  // (the same number on a 32-bit host)
   switch (cmd) {
     case FS_IOC_MEASURE_VERITY:
       return measure(req, f, h, in, in_size, out_size);

@@ -7,6 +7,7 @@
 #include <linux/fs.h>
 #include <linux/fsverity.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <sys/wait.h>
@@ -15,6 +16,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <csignal>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -154,6 +156,104 @@ TEST_F(VerityMount, FsverityEnableThroughTheMount) {
       true);
   EXPECT_TRUE(slurp(mnt_ / "e") == slurp(src_ / "e")) << "the bytes differ";
 }
+
+#if defined(__x86_64__)
+// ioctl(2) as a 32-bit process makes it (the i386 system call entry, int $0x80, which a
+// 64-bit process may use where the kernel emulates i386): the kernel takes its compat_ioctl
+// path, and FUSE sends FUSE_IOCTL_COMPAT. `arg` must lie below 4 GiB. Returns the system
+// call's result (-errno on failure).
+long ioctl32(int fd, unsigned cmd, void* arg) {
+  long ret = 0;
+  const auto low = static_cast<unsigned>(reinterpret_cast<std::uintptr_t>(arg));
+  __asm__ volatile("int $0x80"
+                   : "=a"(ret)
+                   : "a"(54 /* i386 __NR_ioctl */), "b"(fd), "c"(cmd), "d"(low)
+                   : "memory");
+  return ret;
+}
+
+// Whether this kernel runs i386 system calls (ia32_emulation): a child tries one (it may
+// die of it where the kernel does not).
+bool ia32_syscalls_work() {
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    void* low = ::mmap(nullptr, 4096, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_32BIT, -1, 0);
+    const int fd = ::open("/", O_RDONLY | O_DIRECTORY);
+    std::_Exit(low != MAP_FAILED && ioctl32(fd, FS_IOC32_GETFLAGS, low) != -ENOSYS ? 0 : 1);
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+// A 32-bit program (32-bit lsattr or fsverity) gets the answers a 64-bit one gets: the kernel's
+// compat_ioctl rules - FS_IOC32_GETFLAGS is FS_IOC_GETFLAGS with an int, and the verity
+// ioctls have the same numbers - where the mount once answered ENOSYS to all of them.
+TEST_F(VerityMount, A32BitCallerGetsWhatA64BitOneGets) {
+  SKIP_UNLESS_FUSE();
+  if (!ia32_syscalls_work()) GTEST_SKIP() << "this kernel does not run i386 system calls";
+  write_random(src_ / "v", 50'000, 4);
+  write_random(src_ / "plain", 3000, 5);
+  write_random(src_ / "e", 20'000, 6);
+  ASSERT_EQ(shell(std::string(QUIESCE_CLI) + " verity enable " + (src_ / "v").string()).code, 0);
+  start();
+  auto* low = static_cast<std::uint8_t*>(::mmap(nullptr, 4096, PROT_READ | PROT_WRITE,
+                                                MAP_PRIVATE | MAP_ANONYMOUS | MAP_32BIT, -1, 0));
+  ASSERT_NE(low, MAP_FAILED);
+  for (const char* name : {"v", "plain"}) {
+    const int fd = ::open((mnt_ / name).c_str(), O_RDONLY);
+    ASSERT_GE(fd, 0) << name;
+    int flags64 = 0;
+    ASSERT_EQ(::ioctl(fd, FS_IOC_GETFLAGS, &flags64), 0) << name;
+    std::memset(low, 0, 8);
+    EXPECT_EQ(ioctl32(fd, FS_IOC32_GETFLAGS, low), 0) << name << daemon_log();
+    int flags32 = 0;
+    std::memcpy(&flags32, low, sizeof flags32);
+    EXPECT_EQ(flags32, flags64) << name;
+    EXPECT_EQ((flags32 & FS_VERITY_FL) != 0, std::string(name) == "v") << name;
+    // What neither answers: ENOTTY for both (FS_IOC32_SETFLAGS and FS_IOC_SETFLAGS).
+    errno = 0;
+    EXPECT_EQ(::ioctl(fd, FS_IOC_SETFLAGS, &flags64), -1);
+    EXPECT_EQ(ioctl32(fd, FS_IOC32_SETFLAGS, low), -errno) << name;
+    // MEASURE: the same digest, or the same refusal (ENODATA on a plain file).
+    auto* d32 = reinterpret_cast<fsverity_digest*>(low);
+    d32->digest_size = 64;
+    const long measured32 = ioctl32(fd, FS_IOC_MEASURE_VERITY, low);
+    alignas(8) std::uint8_t buf64[sizeof(fsverity_digest) + 64] = {};
+    auto* d64 = reinterpret_cast<fsverity_digest*>(buf64);
+    d64->digest_size = 64;
+    errno = 0;
+    const int measured64 = ::ioctl(fd, FS_IOC_MEASURE_VERITY, d64);
+    EXPECT_EQ(measured32, measured64 == 0 ? 0 : -errno) << name;
+    if (measured64 == 0) {
+      EXPECT_EQ(d32->digest_algorithm, d64->digest_algorithm);
+      ASSERT_EQ(d32->digest_size, d64->digest_size);
+      EXPECT_EQ(std::memcmp(d32->digest, d64->digest, d64->digest_size), 0) << name;
+    }
+    ::close(fd);
+  }
+  // ENABLE with a salt the kernel reads through a 32-bit pointer.
+  const int fd = ::open((mnt_ / "e").c_str(), O_RDONLY);
+  ASSERT_GE(fd, 0);
+  auto* arg = reinterpret_cast<fsverity_enable_arg*>(low);
+  std::memset(low, 0, 4096);
+  std::uint8_t* salt = low + 1024;
+  std::memcpy(salt, "\xde\xad\xbe\xef", 4);
+  arg->version = 1;
+  arg->hash_algorithm = FS_VERITY_HASH_ALG_SHA256;
+  arg->block_size = 4096;
+  arg->salt_size = 4;
+  arg->salt_ptr = reinterpret_cast<std::uintptr_t>(salt);
+  EXPECT_EQ(ioctl32(fd, FS_IOC_ENABLE_VERITY, low), 0) << daemon_log();
+  ::close(fd);
+  const result measured = shell("fsverity measure " + (mnt_ / "e").string());
+  const result digest = shell("fsverity digest " + (src_ / "e").string() + " --salt=deadbeef");
+  EXPECT_EQ(measured.out.substr(0, measured.out.find(' ')),
+            digest.out.substr(0, digest.out.find(' ')));
+  ::munmap(low, 4096);
+}
+#endif
 
 // A tampered block: no read returns a byte of it - a read starting in it fails with EIO,
 // one that starts before it ends before it - and the daemon logs it, naming the file and
