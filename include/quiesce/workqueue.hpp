@@ -49,6 +49,11 @@
 // cancel_sync, drain - throws std::logic_error saying so, instead of hanging; queue and
 // work item destructors and the exit hook do nothing there, so the child exits normally.
 // A child forked before any workqueue existed uses workqueues as usual (they start in it).
+// Signals: the runtime's threads (workers, the timer, the watchdog, RCU's callback thread)
+// block every asynchronous signal - all but SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP,
+// SIGSYS, SIGABRT and SIGPROF - as the kernel's kthreads take none: a process-directed
+// signal (SIGINT, SIGTERM, SIGUSR1...) is handled on one of the application's threads,
+// never inside a work item. Work functions run with that mask.
 //
 // The hook runs before the destructor of a queue whose construction completed before the
 // queue first queued. A queue that first queues while a larger static object holding it is

@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "../base/futex.hpp"
+#include "../base/signal_mask.hpp"
 #include "internal.hpp"
 #include "quiesce/clock.hpp"
 #include "quiesce/log.hpp"
@@ -229,6 +230,7 @@ int start_callback_thread(rcu_state& st) noexcept {
   if (const int err = ::pthread_attr_init(&attr); err != 0) return err;
   ::pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);  // runs for the process
   pthread_t thread;
+  const async_signals_blocked mask;  // inherited by the thread (signal_mask.hpp)
   const int err = ::pthread_create(&thread, &attr, &callback_thread, &st);
   ::pthread_attr_destroy(&attr);
   if (err != 0) return err;

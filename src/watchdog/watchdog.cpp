@@ -18,6 +18,7 @@
 
 #include "../base/mutex.hpp"
 #include "../base/never_destroyed.hpp"
+#include "../base/signal_mask.hpp"
 #include "quiesce/clock.hpp"
 #include "quiesce/thread.hpp"
 
@@ -47,6 +48,7 @@ class watchdog {
     const std::uint64_t id = ++last_id_;
     checks_.emplace(id, entry{std::move(name), std::move(check)});
     if (!thread_.joinable() && !in_fork_child_) {
+      const detail::async_signals_blocked mask;  // inherited by the thread (signal_mask.hpp)
       thread_ = named_thread("quiesce-wdog", [this] { run(); });
     }
     return id;

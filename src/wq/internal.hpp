@@ -119,6 +119,8 @@ inline constexpr bool creation_not_retried = QUIESCE_MUTANT(CREATION_NOT_RETRIED
 inline constexpr bool exit_leaves_inactive = QUIESCE_MUTANT(EXIT_LEAVES_INACTIVE);
 // a queuer at exit kicks only as at any other time (pool::queuer_must_kick)
 inline constexpr bool exit_push_not_kicked = QUIESCE_MUTANT(EXIT_PUSH_NOT_KICKED);
+// workers are created with the process's asynchronous signals deliverable to them
+inline constexpr bool workers_take_signals = QUIESCE_MUTANT(WORKERS_TAKE_SIGNALS);
 }  // namespace mutant
 
 // ---- work_state::flags ----------------------------------------------------------------------

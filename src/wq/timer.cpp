@@ -9,6 +9,7 @@
 
 #include "../base/mutex.hpp"
 #include "../base/never_destroyed.hpp"
+#include "../base/signal_mask.hpp"
 #include "completion.hpp"
 #include "internal.hpp"
 #include "quiesce/clock.hpp"
@@ -25,7 +26,10 @@ class timer {
   bool arm(work& item, wq_impl& wq, int cpu, std::uint64_t deadline) {
     detail::lock_guard guard(lock_);
     if (process_exiting()) return false;
-    if (!thread_.joinable()) thread_ = named_thread("quiesce-timer", [this] { run(); });
+    if (!thread_.joinable()) {
+      const async_signals_blocked mask;  // inherited by the thread (signal_mask.hpp)
+      thread_ = named_thread("quiesce-timer", [this] { run(); });
+    }
     state_of(item).timer_seq = ++last_seq_;
     state_of(item).timer_deadline_ns = deadline;
     state_of(item).timer_wq = &wq;

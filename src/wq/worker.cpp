@@ -16,6 +16,7 @@
 #include "../base/cpu_relax.hpp"
 #include "../base/deferred_wake.hpp"
 #include "../base/futex.hpp"
+#include "../base/signal_mask.hpp"
 #include "completion.hpp"
 #include "internal.hpp"
 #include "quiesce/clock.hpp"
@@ -90,6 +91,8 @@ bool create_worker_locked(pool& p) noexcept QUIESCE_REQUIRES(p.lock) {
     }
     w = std::make_unique<worker>(&p, id, slot, worker_name(p, id));
     w->pool->lock.assert_held();
+    // Inherited by the worker (signal_mask.hpp).
+    const async_signals_blocked mask(!mutant::workers_take_signals);
     w->thread = std::thread(worker_main, w.get());
   } catch (const std::exception& e) {  // std::bad_alloc, or std::system_error (EAGAIN)
     creation_failed_locked(p, e.what());

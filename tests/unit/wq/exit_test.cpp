@@ -129,6 +129,13 @@ TEST(WqWorkerCreation, AFailedCreationIsRetriedUntilTheItemRuns) {
   EXPECT_TRUE(exited_zero(o)) << describe(o);
 }
 
+// A process-directed signal is handled on an application thread, never on a worker, the
+// timer, the watchdog or RCU's callback thread (kills workers_take_signals).
+TEST(WqRuntimeThreads, TakeNoAsynchronousSignal) {
+  const outcome o = run_with_deadline({child(), "signals_go_to_application_threads"}, 60s);
+  EXPECT_TRUE(exited_zero(o)) << describe(o);
+}
+
 INSTANTIATE_TEST_SUITE_P(Scenarios, WqExit,
                          testing::Values("requeue_system_wq", "requeue_system_unbound_wq",
                                          "requeue_heap_wq", "requeue_static_wq", "flush_at_exit",

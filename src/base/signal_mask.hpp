@@ -1,0 +1,39 @@
+// SPDX-License-Identifier: Apache-2.0
+// The runtime's own threads (workqueue workers, the delayed-work timer, the watchdog, RCU's
+// callback thread) take none of the process's asynchronous signals: each is created while
+// its creator holds them blocked (async_signals_blocked), and inherits that mask. So a
+// process-directed signal - SIGINT, SIGTERM, a SIGUSR1 - is handled on one of the
+// application's threads, never in the middle of a work item or a grace period on a runtime
+// thread, and never left pending on a runtime thread that sleeps (a thread sanitizer defers
+// a handler until its thread next enters the C library). The kernel's kthreads take no
+// signals either. Synchronous signals (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGSYS) and
+// SIGABRT stay deliverable - blocked, a fault would kill the process without its handlers -
+// and so does SIGPROF, for profilers. Not installed.
+#pragma once
+
+#include <pthread.h>
+#include <signal.h>
+
+namespace quiesce::detail {
+
+class async_signals_blocked {
+ public:
+  // `block` false (a mutant's runtime) blocks nothing, and restores nothing.
+  explicit async_signals_blocked(bool block = true) noexcept {
+    sigset_t set;
+    ::sigfillset(&set);
+    if (!block) ::sigemptyset(&set);
+    for (int s : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGSYS, SIGABRT, SIGPROF})
+      ::sigdelset(&set, s);
+    // (glibc keeps its own SIGCANCEL and SIGSETXID deliverable whatever the set says.)
+    ::pthread_sigmask(SIG_BLOCK, &set, &old_);
+  }
+  ~async_signals_blocked() { ::pthread_sigmask(SIG_SETMASK, &old_, nullptr); }
+  async_signals_blocked(const async_signals_blocked&) = delete;
+  async_signals_blocked& operator=(const async_signals_blocked&) = delete;
+
+ private:
+  sigset_t old_;
+};
+
+}  // namespace quiesce::detail
