@@ -191,7 +191,15 @@ int build_and_place(fuse_req_t req, filesystem& f, node& n, const fsverity_enabl
     // owned, a user could enable a file they may write and move it beside another user's).
     if (f.switch_creds && ::fchown(pending.fd.get(), st.st_uid, st.st_gid) != 0) return errno;
     // Opened under the mount's trust policy (a signature checked) before it has a name.
-    auto v = f.open_charged(data.get(), pending.fd.get(), verity::descriptor(t), name);
+    // Trees kept for closed files (retained.hpp) give way to it, as to an open (admit).
+    std::shared_ptr<verified_file> v;
+    try {
+      v = f.open_charged(data.get(), pending.fd.get(), verity::descriptor(t), name);
+    } catch (const std::system_error& e) {
+      if (e.code().value() != ENOMEM) throw;
+      f.retained.clear();
+      v = f.open_charged(data.get(), pending.fd.get(), verity::descriptor(t), name);
+    }
     // Beside the name the file has now: renamed through the mount while its tree was built,
     // the node followed it (filesystem::renamed); renamed behind the mount's back, ESTALE.
     {

@@ -988,6 +988,34 @@ TEST_F(MountAttack, TreesOpenAtOnceStayWithinTreeMemory) {
   }
 }
 
+// An enable through the mount is charged like an open: trees kept for closed files give way
+// to it (before, only an open let them go, and the enable failed with ENOMEM for as long as
+// the closed file's tree was kept).
+TEST_F(MountAttack, AnEnableLetsTreesKeptForClosedFilesGo) {
+  SKIP_UNLESS_FUSE();
+  write_random(src_ / "a", 20 << 20, 'a');
+  write_random(src_ / "c", 20 << 20, 'c');
+  ASSERT_EQ(
+      shell2(std::string(QUIESCE_CLI) + " verity enable --block-size 1024 " + (src_ / "a").string())
+          .code,
+      0);
+  ASSERT_GT(2 * tree_bytes(20 << 20, 1024, 32), std::uint64_t{1} << 20);
+  start("-o tree_memory_mb=1");
+  // The kernel keeps knowing a (no FORGET lets its kept tree go meanwhile).
+  const int pinned = ::open((mnt_ / "a").c_str(), O_PATH);
+  ASSERT_GE(pinned, 0) << std::strerror(errno);
+  const int a = ::open((mnt_ / "a").c_str(), O_RDONLY);
+  ASSERT_GE(a, 0) << std::strerror(errno);
+  char byte = 0;
+  EXPECT_EQ(::pread(a, &byte, 1, 0), 1);
+  EXPECT_EQ(enable_path(mnt_ / "c", 1024), ENOMEM) << "two trees held past the bound";
+  ::close(a);  // its tree is kept (once the kernel's release arrives), and let go for c's
+  int err = -1;
+  EXPECT_TRUE(eventually([&] { return (err = enable_path(mnt_ / "c", 1024)) == 0; }))
+      << std::strerror(err) << ": " << daemon_log();
+  ::close(pinned);
+}
+
 // Runs `fn` in a child as `uid` (its own group, no others); the child's exit status.
 int as_user(uid_t uid, const std::function<int()>& fn) {
   const pid_t pid = ::fork();
