@@ -78,12 +78,13 @@ bool has_sidecar_suffix(const std::string& name) {
 
 std::optional<std::pair<descriptor, fd_t>> sidecar_at(int dir_fd, const std::string& name) {
   if (!has_sidecar_suffix(name)) return std::nullopt;
-  // O_NONBLOCK: a FIFO put there must not hold this thread; O_NOFOLLOW: a symlink is not one.
-  fd_t fd(
-      ::openat(dir_fd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY));
-  if (!fd) return std::nullopt;
+  // O_PATH first: only a regular file is ever opened for reading - a FIFO, a socket or a
+  // device node put there under the name is never opened by root (opening a FIFO releases
+  // a writer blocked on it; a device's open can act). O_NOFOLLOW: a symlink is not one.
+  const fd_t path(::openat(dir_fd, name.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC));
+  if (!path) return std::nullopt;
   struct stat st {};
-  if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) return std::nullopt;
+  if (::fstat(path.get(), &st) != 0 || !S_ISREG(st.st_mode)) return std::nullopt;
   // Only the file's owner's: another user who can write the directory (a sticky /tmp-like
   // one) cannot turn someone's file into a verity file - not with a sidecar of their own,
   // nor with one the daemon wrote for a file they could write and then moved (an enable
@@ -96,6 +97,9 @@ std::optional<std::pair<descriptor, fd_t>> sidecar_at(int dir_fd, const std::str
       return std::nullopt;
     }
   }
+  // The inode just checked (a /proc/self/fd reopen cannot be swapped for another).
+  fd_t fd(::open(proc_path(path.get()).c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY));
+  if (!fd) return std::nullopt;
   const auto id = verity::probe_sidecar(fd.get());
   if (!id) return std::nullopt;
   return std::make_pair(id->descriptor, std::move(fd));

@@ -9,6 +9,7 @@
 #include <linux/capability.h>
 #include <linux/fs.h>
 #include <linux/fsverity.h>
+#include <sys/inotify.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
@@ -16,6 +17,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cerrno>
@@ -1014,6 +1016,31 @@ TEST_F(MountAttack, AnEnableLetsTreesKeptForClosedFilesGo) {
   EXPECT_TRUE(eventually([&] { return (err = enable_path(mnt_ / "c", 1024)) == 0; }))
       << std::strerror(err) << ": " << daemon_log();
   ::close(pinned);
+}
+
+// A FIFO named like a file's sidecar is never opened by the daemon (root), only looked at:
+// before, its probe opened it for reading (O_NONBLOCK), which releases a writer blocked
+// on the FIFO - and a device node under such a name would have been opened by root too.
+// inotify sees every open but an O_PATH one.
+TEST_F(MountAttack, TheDaemonOpensNoFifoNamedLikeASidecar) {
+  SKIP_UNLESS_FUSE();
+  std::ofstream(src_ / "x") << "data";
+  ASSERT_EQ(::mkfifo((src_ / "x.verity").c_str(), 0644), 0);
+  const int in = ::inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+  ASSERT_GE(in, 0);
+  ASSERT_GE(::inotify_add_watch(in, (src_ / "x.verity").c_str(), IN_OPEN), 0);
+  start();
+  struct stat st {};
+  EXPECT_EQ(::stat((mnt_ / "x").c_str(), &st), 0);  // a lookup probes x.verity
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(mnt_))  // a listing probes it too
+    names.push_back(e.path().filename().string());
+  EXPECT_NE(std::find(names.begin(), names.end(), "x.verity"), names.end())
+      << "a FIFO is not a sidecar: it is listed";
+  char buf[4096];
+  EXPECT_LT(::read(in, buf, sizeof buf), 0) << "the daemon opened the FIFO";
+  EXPECT_EQ(errno, EAGAIN);
+  ::close(in);
 }
 
 // Runs `fn` in a child as `uid` (its own group, no others); the child's exit status.
