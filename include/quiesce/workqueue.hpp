@@ -53,7 +53,9 @@
 // block every asynchronous signal - all but SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP,
 // SIGSYS, SIGABRT and SIGPROF - as the kernel's kthreads take none: a process-directed
 // signal (SIGINT, SIGTERM, SIGUSR1...) is handled on one of the application's threads,
-// never inside a work item. Work functions run with that mask.
+// never inside a work item. Work functions run with that mask, and a process one starts
+// (posix_spawn, fork and exec) inherits it: set the child's mask where it matters
+// (posix_spawnattr_setsigmask with POSIX_SPAWN_SETSIGMASK, or pthread_sigmask in the child).
 //
 // The hook runs before the destructor of a queue whose construction completed before the
 // queue first queued. A queue that first queues while a larger static object holding it is

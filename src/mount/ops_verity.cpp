@@ -319,7 +319,10 @@ void op_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void*, fuse_file
   if (!n) return (void)fuse_reply_err(req, ESTALE);
   // A directory's handle is a dir_handle: never read as a file's.
   handle* h = (flags & FUSE_IOCTL_DIR) ? nullptr : reinterpret_cast<handle*>(fi->fh);
-  if (cmd == FS_IOC32_GETFLAGS) cmd = FS_IOC_GETFLAGS;  // (the same number on a 32-bit host)
+  // Only a 32-bit caller's (a 64-bit one's FS_IOC32_GETFLAGS is ENOTTY, as on ext4); the
+  // kernel (5.13+) already turns a 32-bit GETFLAGS into a fileattr request itself, so this
+  // is for older ones. (The same number on a 32-bit host.)
+  if (cmd == FS_IOC32_GETFLAGS && (flags & FUSE_IOCTL_COMPAT)) cmd = FS_IOC_GETFLAGS;
   switch (cmd) {
     case FS_IOC_MEASURE_VERITY:
       return measure(req, f, h, in, in_size, out_size);

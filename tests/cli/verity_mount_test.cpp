@@ -189,7 +189,9 @@ bool ia32_syscalls_work() {
 
 // A 32-bit program (32-bit lsattr or fsverity) gets the answers a 64-bit one gets: the kernel's
 // compat_ioctl rules - FS_IOC32_GETFLAGS is FS_IOC_GETFLAGS with an int, and the verity
-// ioctls have the same numbers - where the mount once answered ENOSYS to all of them.
+// ioctls have the same numbers - where the mount once answered ENOSYS to all of them. (On
+// kernels 5.13+ the kernel answers a 32-bit GETFLAGS through FUSE's fileattr request
+// itself: MEASURE and ENABLE are what reach the daemon as FUSE_IOCTL_COMPAT here.)
 TEST_F(VerityMount, A32BitCallerGetsWhatA64BitOneGets) {
   SKIP_UNLESS_FUSE();
   if (!ia32_syscalls_work()) GTEST_SKIP() << "this kernel does not run i386 system calls";

@@ -13,6 +13,8 @@
 #include <csignal>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <functional>
 #include <map>
 #include <memory>
@@ -386,6 +388,11 @@ int scenario_signals_go_to_application_threads() {
   sa.sa_handler = [](int) { handled_on.store(::gettid()); };
   ::sigemptyset(&sa.sa_mask);
   if (::sigaction(SIGUSR1, &sa, nullptr) != 0) return 2;
+  // An application thread that blocks SIGPROF starts them: they must not inherit that.
+  sigset_t prof;
+  ::sigemptyset(&prof);
+  ::sigaddset(&prof, SIGPROF);
+  if (::pthread_sigmask(SIG_BLOCK, &prof, nullptr) != 0) return 2;
   for (int cpu : quiesce::system_topology().cpus()) {
     for (workqueue* wq : {&quiesce::system_wq(), &quiesce::system_highpri_wq()}) {
       work item("start", [](work&) {});
@@ -403,6 +410,28 @@ int scenario_signals_go_to_application_threads() {
   quiesce::rcu_call(quiesce::rcu_default_domain(), [&called] { called = true; });
   quiesce::rcu_barrier();
   if (!called) return 2;
+  // Every runtime thread's mask: SIGINT and SIGUSR1 blocked, SIGSEGV and SIGPROF not.
+  int runtime_threads = 0;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
+    std::ifstream status(task.path() / "status");
+    std::string line, name;
+    unsigned long long blocked = 0;
+    while (std::getline(status, line)) {
+      if (line.rfind("Name:\t", 0) == 0) name = line.substr(6);
+      if (line.rfind("SigBlk:\t", 0) == 0) blocked = std::stoull(line.substr(8), nullptr, 16);
+    }
+    const bool runtime = name.rfind("kworker", 0) == 0 || name.rfind("quiesce-", 0) == 0 ||
+                         (name.size() > 3 && name.compare(name.size() - 3, 3, "_cb") == 0);
+    if (!runtime) continue;
+    ++runtime_threads;
+    const auto is_blocked = [blocked](int sig) { return (blocked >> (sig - 1)) & 1; };
+    if (!is_blocked(SIGINT) || !is_blocked(SIGUSR1) || is_blocked(SIGSEGV) || is_blocked(SIGPROF)) {
+      std::fprintf(stderr, "runtime thread '%s' has the mask %llx\n", name.c_str(), blocked);
+      return 5;
+    }
+  }
+  if (runtime_threads < 4) return 2;  // workers, the timer, the watchdog, RCU's: not found?
+  if (::pthread_sigmask(SIG_UNBLOCK, &prof, nullptr) != 0) return 2;
   sigset_t usr1;
   ::sigemptyset(&usr1);
   ::sigaddset(&usr1, SIGUSR1);
