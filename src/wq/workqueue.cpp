@@ -206,39 +206,41 @@ void active_domain::count_waiting(int delta) noexcept {
   if (was + delta == 0 && delta < 0) domains_waiting.fetch_sub(1, std::memory_order_seq_cst);
 }
 
-void activate_stranded() {
-  if (mutant::stranded_not_swept) return;
-  if (domains_waiting.load(std::memory_order_seq_cst) == 0) return;  // the common case
+namespace {
+
+// In every live queue, activates the items waiting in each domain `wanted` picks (looked at
+// without its lock: the common case costs none) - while slots are free, or all of them
+// `past_limit`.
+template <class Wanted>
+void activate_waiting(Wanted wanted, bool past_limit) {
   live_queues& l = live();
   detail::lock_guard guard(l.lock);
   for (const wq_impl* wq : l.queues) {
     for (const auto& d : wq->domains) {
-      if (!d->stranded()) continue;  // (two loads: the common case costs no lock)
+      if (!wanted(*d)) continue;
       work_list taken;
       {
         detail::lock_guard domain_guard(d->lock);
-        take_inactive_locked(*d, taken);
+        take_inactive_locked(*d, taken, nullptr, past_limit);
       }
       activate_taken(taken);
     }
   }
 }
 
+}  // namespace
+
+void activate_stranded() {
+  if (mutant::stranded_not_swept) return;
+  if (domains_waiting.load(std::memory_order_seq_cst) == 0) return;  // the common case
+  activate_waiting([](const active_domain& d) { return d.stranded(); }, false);
+}
+
 void activate_all_inactive() {
   if (mutant::exit_leaves_inactive) return;
-  live_queues& l = live();
-  detail::lock_guard guard(l.lock);
-  for (const wq_impl* wq : l.queues) {
-    for (const auto& d : wq->domains) {
-      if (d->nr_inactive.load(std::memory_order_seq_cst) == 0) continue;
-      work_list taken;
-      {
-        detail::lock_guard domain_guard(d->lock);
-        take_inactive_locked(*d, taken, nullptr, /*past_limit=*/true);
-      }
-      activate_taken(taken);
-    }
-  }
+  activate_waiting(
+      [](const active_domain& d) { return d.nr_inactive.load(std::memory_order_seq_cst) > 0; },
+      /*past_limit=*/true);
 }
 
 }  // namespace detail

@@ -895,6 +895,15 @@ std::uint64_t tree_bytes(std::uint64_t data, std::uint64_t block, std::uint64_t 
   return bytes;
 }
 
+// Opens `p` read-only as nobody and closes it: 0, or the open's errno.
+int open_errno_as_nobody(const fs::path& p) {
+  return as_nobody([&] {
+    const int fd = ::open(p.c_str(), O_RDONLY);
+    if (fd >= 0) ::close(fd);
+    return errno_of(fd);
+  });
+}
+
 // As a user may to their own verity file in SOURCE: its sidecar's descriptor rewritten to
 // describe `huge` bytes (4 KiB blocks, SHA-256), both files made that long (sparse) so the
 // sidecar stays consistent. 0, or a failing step.
@@ -926,11 +935,7 @@ TEST_F(MountAttack, ASidecarImplyingATreeOverTheCapIsRefusedUnread) {
   start();
   // Recognised as its sidecar (hidden), so the file is a verity file, not a plain one.
   ASSERT_FALSE(fs::exists(mnt_ / "u" / "big.verity"));
-  const int err = as_nobody([&] {
-    const int fd = ::open((mnt_ / "u" / "big").c_str(), O_RDONLY);
-    if (fd >= 0) ::close(fd);
-    return errno_of(fd);
-  });
+  const int err = open_errno_as_nobody(mnt_ / "u" / "big");
   EXPECT_EQ(err, EFBIG) << std::strerror(err);
   EXPECT_LT(vm_hwm_kib(pid_), 128 * 1024) << "the daemon read the tree it was to refuse";
 }
@@ -951,11 +956,7 @@ TEST_F(MountAttack, ASidecarRewrittenAfterItsLookupIsStillBounded) {
   ASSERT_EQ(::stat((mnt_ / "u" / "late").c_str(), &looked), 0);  // the small descriptor
   constexpr std::uint64_t huge = (std::uint64_t{32} << 30) + 4096;
   ASSERT_EQ(as_nobody([&] { return grow_to(user_ / "late", huge); }), 0);
-  const int err = as_nobody([&] {
-    const int fd = ::open((mnt_ / "u" / "late").c_str(), O_RDONLY);
-    if (fd >= 0) ::close(fd);
-    return errno_of(fd);
-  });
+  const int err = open_errno_as_nobody(mnt_ / "u" / "late");
   EXPECT_EQ(err, EFBIG) << std::strerror(err);
   EXPECT_LT(vm_hwm_kib(pid_), 128 * 1024) << "the daemon read the rewritten sidecar's tree";
 }

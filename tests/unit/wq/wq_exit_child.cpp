@@ -248,14 +248,20 @@ int scenario_static_queue_running_item() {
   return wait_until([] { return started.load(); }) ? 0 : 2;
 }
 
-// An item blocks (outside quiesce, with the watchdog's sleep detection off) on its per-CPU
-// pool until the last static destructor; an item queued behind it on the same CPU must be
-// dropped at exit all the same, so that flushing it returns.
-int scenario_dropped_behind_blocked() {
+// An item that blocks outside quiesce until the last static destructor is no news: the
+// watchdog's sleep detection and CPU-hog report off.
+void let_items_block_quietly() {
   quiesce::watchdog_config c = quiesce::get_watchdog_config();
   c.wq_sleep_detection = false;
   c.wq_cpu_intensive = std::chrono::nanoseconds::zero();
   quiesce::set_watchdog_config(c);
+}
+
+// An item blocks (outside quiesce, with the watchdog's sleep detection off) on its per-CPU
+// pool until the last static destructor; an item queued behind it on the same CPU must be
+// dropped at exit all the same, so that flushing it returns.
+int scenario_dropped_behind_blocked() {
+  let_items_block_quietly();
   static std::atomic<bool> started{false};
   static std::atomic<int> cpu{0};
   auto* blocker = keep(new work("blocker", [](work&) {
@@ -278,10 +284,7 @@ int scenario_dropped_behind_blocked() {
 // holds (blocked until the last static destructor); an item queued behind it waits inactive
 // and must be dropped at exit all the same (the exit rules: inactive items are dropped).
 int scenario_inactive_behind_blocked() {
-  quiesce::watchdog_config c = quiesce::get_watchdog_config();
-  c.wq_sleep_detection = false;
-  c.wq_cpu_intensive = std::chrono::nanoseconds::zero();
-  quiesce::set_watchdog_config(c);
+  let_items_block_quietly();
   static std::atomic<bool> started{false};
   static std::atomic<int> cpu{0};
   // Per-CPU: one slot per CPU's domain, so both go to the blocker's CPU.
