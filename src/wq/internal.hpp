@@ -115,6 +115,8 @@ inline constexpr bool stranded_not_swept = QUIESCE_MUTANT(STRANDED_NOT_SWEPT);
 inline constexpr bool look_leaves_waking = QUIESCE_MUTANT(LOOK_LEAVES_WAKING);
 // a worker that could not be created is never tried again (retry_worker_creation)
 inline constexpr bool creation_not_retried = QUIESCE_MUTANT(CREATION_NOT_RETRIED);
+// a worker asleep outside its item (waiting for the pool lock) counts as asleep
+inline constexpr bool sleepers_include_lock_waits = QUIESCE_MUTANT(SLEEPERS_INCLUDE_LOCK_WAITS);
 // the exit hook leaves items waiting inactive where they are (activate_all_inactive)
 inline constexpr bool exit_leaves_inactive = QUIESCE_MUTANT(EXIT_LEAVES_INACTIVE);
 // a queuer at exit kicks only as at any other time (pool::queuer_must_kick)
@@ -509,9 +511,11 @@ struct worker {
   int stat_fd QUIESCE_GUARDED_BY(pool->lock) = -1;  // /proc/self/task/TID/stat, for the sleep check
   std::unique_ptr<schedstat_reader> sched QUIESCE_GUARDED_BY(pool->lock);
 
-  // W: true while the worker runs a user function (outside the pool lock), so that a
-  // voluntary block knows it blocks an item and not the worker's own idle sleep.
-  bool in_function = false;
+  // W (A: written by the worker only; read by the watchdog, under L(pool), relaxed): true
+  // while the worker runs a user function (outside the pool lock), so that a voluntary
+  // block knows it blocks an item and not the worker's own idle sleep, and the sleep check
+  // knows a sleeping worker sleeps in its item (worker_asleep_in_item).
+  std::atomic<bool> in_function{false};
   // W: the item running now destroyed itself from its own function (the kernel lets a
   // work function free its work_struct): after the function the worker does not touch it.
   bool item_destroyed = false;
@@ -583,6 +587,15 @@ std::size_t pending_count_locked(const pool& p) QUIESCE_REQUIRES(p.lock);
 // pids.max) or memory may have come back; the kernel's manager retries the same way
 // (maybe_create_worker). Looks at the pools only while some pool retries (pools_retrying).
 void retry_worker_creation(const std::vector<pool*>& pools);
+// The sleep check (wq_watchdog.cpp), the scheduler hook we do not have: a counted worker
+// found asleep while its pool has work stops counting, so another may start (kernel:
+// wq_worker_sleeping); found running again, it counts again.
+void check_worker_sleep_locked(worker& w) QUIESCE_REQUIRES(w.pool->lock);
+// Whether a worker whose thread is in scheduler state `state` (read from /proc before the
+// call) sleeps in its item's function. A worker asleep elsewhere waits for one of the
+// runtime's own locks - the pool lock, which the sleep check itself holds, or a domain
+// lock - as a kernel worker spins on pool->lock and never counts as sleeping there.
+bool worker_asleep_in_item(const worker& w, char state) noexcept;
 // A (seq_cst): pools with creation_retry set, changed as each is set or cleared.
 extern std::atomic<int> pools_retrying;
 worker* this_thread_worker() noexcept;  // the calling worker, or nullptr

@@ -149,7 +149,7 @@ bool counts_as_running(const worker& w) QUIESCE_REQUIRES(w.pool->lock) {
 // The scheduler hook: a voluntary block on a worker that runs an item (not its idle sleep).
 void worker_block_enter(void* ctx) noexcept {
   worker& w = *static_cast<worker*>(ctx);
-  if (!w.in_function) return;
+  if (!w.in_function.load(std::memory_order_relaxed)) return;
   lock_guard guard(w.pool->lock);
   ++w.block_depth;
   update_count_locked(w);
@@ -157,7 +157,7 @@ void worker_block_enter(void* ctx) noexcept {
 
 void worker_block_leave(void* ctx) noexcept {
   worker& w = *static_cast<worker*>(ctx);
-  if (!w.in_function) return;
+  if (!w.in_function.load(std::memory_order_relaxed)) return;
   lock_guard guard(w.pool->lock);
   if (w.block_depth > 0) --w.block_depth;
   update_count_locked(w);
@@ -218,20 +218,20 @@ void trace_execute(const work* item, const char* name, pwq& q, bool start) {
 
 // The user function, with the pool lock released; exceptions are caught and reported.
 bool run_function(worker& w, work& item, const char* name, pwq& q) {
-  w.in_function = true;
+  w.in_function.store(true, std::memory_order_relaxed);
   bool threw = false;
   try {
     wq_access::run(item);
   } catch (const std::exception& e) {
     threw = true;
-    w.in_function = false;
+    w.in_function.store(false, std::memory_order_relaxed);
     report_exception(*q.wq, name, e.what());
   } catch (...) {
     threw = true;
-    w.in_function = false;
+    w.in_function.store(false, std::memory_order_relaxed);
     report_exception(*q.wq, name, "an exception not derived from std::exception");
   }
-  w.in_function = false;
+  w.in_function.store(false, std::memory_order_relaxed);
   return threw;
 }
 
@@ -612,7 +612,9 @@ namespace detail {
 // Only the worker's own thread reads `current` here, and only while in its item's function
 // (which the pool lock does not cover): the analysis cannot see that.
 bool note_running_item_destroyed(const work& w) noexcept QUIESCE_NO_THREAD_SAFETY_ANALYSIS {
-  if (!tls_worker || !tls_worker->in_function || tls_worker->current != &w) return false;
+  if (!tls_worker || !tls_worker->in_function.load(std::memory_order_relaxed) ||
+      tls_worker->current != &w)
+    return false;
   tls_worker->item_destroyed = true;
   return true;
 }

@@ -136,24 +136,33 @@ void check_pool_locked(pool& p, std::uint64_t now, const watchdog_config& c, poo
         out.hogs.push_back(w.current_name);
       }
     }
-    // Asleep while counted, with work waiting: the scheduler hook we do not have.
-    if (c.wq_sleep_detection) {
-      if (w.counted && p.has_work()) {
-        const char state = thread_state(w.stat_fd);
-        if (state == 'S' || state == 'D') {
-          w.found_asleep = true;
-          watchdog_count(watchdog_counter::wq_sleepers);
-          update_count_locked(w);
-        }
-      } else if (w.found_asleep && thread_state(w.stat_fd) == 'R') {
-        w.found_asleep = false;
-        update_count_locked(w);
-      }
-    }
+    if (c.wq_sleep_detection) check_worker_sleep_locked(w);
   }
 }
 
 }  // namespace
+
+bool worker_asleep_in_item(const worker& w, char state) noexcept {
+  if (state != 'S' && state != 'D') return false;
+  // The state was read first: a worker that left its function and then went to sleep
+  // cleared in_function before its sleep began (and before the state said so).
+  return mutant::sleepers_include_lock_waits || w.in_function.load(std::memory_order_relaxed);
+}
+
+void check_worker_sleep_locked(worker& w) {
+  pool& p = *w.pool;
+  p.lock.assert_held();
+  if (w.counted && p.has_work()) {
+    if (worker_asleep_in_item(w, thread_state(w.stat_fd))) {
+      w.found_asleep = true;
+      watchdog_count(watchdog_counter::wq_sleepers);
+      update_count_locked(w);
+    }
+  } else if (w.found_asleep && thread_state(w.stat_fd) == 'R') {
+    w.found_asleep = false;
+    update_count_locked(w);
+  }
+}
 
 void wq_watchdog_check(const std::vector<pool*>& pools, std::uint64_t now,
                        const watchdog_config& c) {

@@ -3,6 +3,7 @@
 #include "quiesce/watchdog.hpp"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <condition_variable>
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "../../../src/watchdog/plugin.hpp"
+#include "internal.hpp"
 #include "quiesce/log.hpp"
 #include "quiesce/topology.hpp"
 #include "quiesce/workqueue.hpp"
@@ -110,6 +112,51 @@ TEST(Watchdog, ItemBlockingWithoutMayBlockDoesNotStallItsPool) {
   second.flush();
   EXPECT_TRUE(second_ran.is_open());
   EXPECT_GE(get_watchdog_counters().wq_sleepers - before, 1u);
+}
+
+// A worker that sleeps waiting for the pool lock - held here by the test, as the sleep check
+// itself holds it while it looks - is not asleep in its item: a kernel worker spins on
+// pool->lock and never counts as sleeping there. Counting it started a needless worker at
+// about one watchdog tick in four under a backlog (kills sleepers_include_lock_waits).
+TEST(Watchdog, AWorkerWaitingForThePoolLockIsNotFoundAsleep) {
+  // The watchdog's own sleep check (and hog marking) off: the test makes the check, at a
+  // chosen moment.
+  scoped_watchdog_config cfg({.wq_cpu_intensive = 0ns, .wq_sleep_detection = false});
+  const int cpu = cpu0();
+  workqueue wq("lock_waiter");
+  std::atomic<bool> started{false}, go{false}, returning{false};
+  std::atomic<pid_t> tid{0};
+  work first("first", [&](work&) {
+    tid = static_cast<pid_t>(::gettid());
+    started = true;
+    spin_until(go);  // running, never asleep
+    returning = true;
+  });
+  work second("second", [](work&) {});
+  ASSERT_TRUE(wq.queue_on(cpu, first));
+  ASSERT_TRUE(eventually([&] { return started.load(); }));
+  ASSERT_TRUE(wq.queue_on(cpu, second));  // waits behind first: the pool has work
+  detail::pool& p = detail::bound_pool(cpu, false);
+  bool counted = false, has_work = false, found_asleep = false;
+  {
+    detail::lock_guard guard(p.lock);
+    go = true;
+    // first returns; its worker then waits for the lock this thread holds.
+    ASSERT_TRUE(eventually([&] { return returning.load() && test::thread_state(tid) == 'S'; }))
+        << "the worker never went to sleep on the pool lock";
+    for (const auto& w : p.workers) {
+      w->pool->lock.assert_held();
+      if (w->current != &first) continue;
+      counted = w->counted;
+      has_work = p.has_work();
+      detail::check_worker_sleep_locked(*w);
+      found_asleep = w->found_asleep;
+    }
+  }
+  ASSERT_TRUE(counted && has_work) << "the check had nothing to decide (the setup failed)";
+  EXPECT_FALSE(found_asleep) << "a worker waiting for the pool lock was found asleep";
+  first.flush();
+  second.flush();
 }
 
 TEST(Watchdog, EverySleepingWorkerIsReplacedUntilAllItemsRun) {
