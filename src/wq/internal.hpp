@@ -115,6 +115,8 @@ inline constexpr bool stranded_not_swept = QUIESCE_MUTANT(STRANDED_NOT_SWEPT);
 inline constexpr bool look_leaves_waking = QUIESCE_MUTANT(LOOK_LEAVES_WAKING);
 // a worker that could not be created is never tried again (retry_worker_creation)
 inline constexpr bool creation_not_retried = QUIESCE_MUTANT(CREATION_NOT_RETRIED);
+// a worker creation that runs out of memory (std::bad_alloc) is not a failed creation
+inline constexpr bool creation_bad_alloc_not_caught = QUIESCE_MUTANT(CREATION_BAD_ALLOC_NOT_CAUGHT);
 // a worker asleep outside its item (waiting for the pool lock) counts as asleep
 inline constexpr bool sleepers_include_lock_waits = QUIESCE_MUTANT(SLEEPERS_INCLUDE_LOCK_WAITS);
 // the exit hook leaves items waiting inactive where they are (activate_all_inactive)

@@ -129,6 +129,14 @@ TEST(WqWorkerCreation, AFailedCreationIsRetriedUntilTheItemRuns) {
   EXPECT_TRUE(exited_zero(o)) << describe(o);
 }
 
+// A pool whose first worker cannot be created for want of memory (std::bad_alloc) leaves
+// its queuer unharmed and runs the item once memory is back (kills
+// creation_bad_alloc_not_caught and creation_not_retried).
+TEST(WqWorkerCreation, ACreationOutOfMemoryIsRetriedUntilTheItemRuns) {
+  const outcome o = run_with_deadline({child(), "worker_created_after_bad_alloc"}, 30s);
+  EXPECT_TRUE(exited_zero(o)) << describe(o);
+}
+
 // A process-directed signal is handled on an application thread, never on a worker, the
 // timer, the watchdog or RCU's callback thread (kills workers_take_signals).
 TEST(WqRuntimeThreads, TakeNoAsynchronousSignal) {
