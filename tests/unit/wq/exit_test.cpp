@@ -92,6 +92,13 @@ std::string child() {
   return override_path && *override_path ? override_path : WQ_EXIT_CHILD;
 }
 
+// The allocation-failure program (wq_alloc_child.cpp): QUIESCE_WQ_ALLOC_CHILD overrides the
+// one built beside this test (the mutants run theirs).
+std::string alloc_child() {
+  const char* override_path = std::getenv("QUIESCE_WQ_ALLOC_CHILD");
+  return override_path && *override_path ? override_path : WQ_ALLOC_CHILD;
+}
+
 [[maybe_unused]] bool valgrind_available() {
   return std::system("valgrind --version >/dev/null 2>&1") == 0;
 }
@@ -133,7 +140,7 @@ TEST(WqWorkerCreation, AFailedCreationIsRetriedUntilTheItemRuns) {
 // its queuer unharmed and runs the item once memory is back (kills
 // creation_bad_alloc_not_caught and creation_not_retried).
 TEST(WqWorkerCreation, ACreationOutOfMemoryIsRetriedUntilTheItemRuns) {
-  const outcome o = run_with_deadline({child(), "worker_created_after_bad_alloc"}, 30s);
+  const outcome o = run_with_deadline({alloc_child()}, 30s);
   EXPECT_TRUE(exited_zero(o)) << describe(o);
 }
 

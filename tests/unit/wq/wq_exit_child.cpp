@@ -12,14 +12,12 @@
 #include <chrono>
 #include <csignal>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <map>
 #include <memory>
-#include <new>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -41,62 +39,6 @@ using namespace std::chrono_literals;
 using quiesce::delayed_work;
 using quiesce::work;
 using quiesce::workqueue;
-
-// Allocation failure on demand (scenario worker_created_after_bad_alloc): while it is set on
-// a thread, every operator new there throws std::bad_alloc. Otherwise these are what
-// libstdc++'s own operators do (malloc, aligned_alloc, free).
-thread_local bool t_fail_allocations = false;
-
-void* allocate(std::size_t n, std::size_t align) {
-  if (t_fail_allocations) throw std::bad_alloc();
-  if (n == 0) n = 1;
-  void* p = align <= alignof(std::max_align_t)
-                ? std::malloc(n)
-                : std::aligned_alloc(align, (n + align - 1) / align * align);
-  if (p == nullptr) throw std::bad_alloc();
-  return p;
-}
-
-}  // namespace
-
-void* operator new(std::size_t n) {
-  return allocate(n, 0);
-}
-void* operator new[](std::size_t n) {
-  return allocate(n, 0);
-}
-void* operator new(std::size_t n, std::align_val_t a) {
-  return allocate(n, static_cast<std::size_t>(a));
-}
-void* operator new[](std::size_t n, std::align_val_t a) {
-  return allocate(n, static_cast<std::size_t>(a));
-}
-void operator delete(void* p) noexcept {
-  std::free(p);
-}
-void operator delete[](void* p) noexcept {
-  std::free(p);
-}
-void operator delete(void* p, std::size_t) noexcept {
-  std::free(p);
-}
-void operator delete[](void* p, std::size_t) noexcept {
-  std::free(p);
-}
-void operator delete(void* p, std::align_val_t) noexcept {
-  std::free(p);
-}
-void operator delete[](void* p, std::align_val_t) noexcept {
-  std::free(p);
-}
-void operator delete(void* p, std::size_t, std::align_val_t) noexcept {
-  std::free(p);
-}
-void operator delete[](void* p, std::size_t, std::align_val_t) noexcept {
-  std::free(p);
-}
-
-namespace {
 
 // Static objects destroyed at exit, in this order: g_static_wq, g_checker, g_stopper (the
 // reverse of their definition). quiesce's exit hook, registered at the first queueing in
@@ -437,40 +379,6 @@ int scenario_worker_created_after_limit() {
   return ran ? 0 : 5;
 }
 
-// Not an exit scenario: a worker creation that runs out of memory (the worker object or its
-// std::thread throwing std::bad_alloc) fails as one past a thread limit does: the queue()
-// that tried it returns normally, its item waits in a pool without workers, and the
-// watchdog's retry creates the worker once memory is back. Status 5: the bad_alloc left
-// queue(), or the item never ran.
-int scenario_worker_created_after_bad_alloc() {
-  workqueue warm("warm");  // the runtime's threads first, as worker_created_after_limit
-  work warm_item("warm", [](work&) {});
-  if (!warm.queue(warm_item)) return 2;
-  warm_item.flush();
-  workqueue limited("limited",
-                    quiesce::wq_options{.unbound = true, .scope = quiesce::affinity_scope::system});
-  std::atomic<bool> ran{false};
-  work item("limited", [&ran](work&) { ran = true; });
-  bool queued = false;
-  t_fail_allocations = true;
-  try {
-    queued = limited.queue(item);
-  } catch (const std::bad_alloc&) {
-    t_fail_allocations = false;
-    std::fprintf(stderr, "wq_exit_child: queue() threw std::bad_alloc\n");
-    return 5;
-  }
-  t_fail_allocations = false;
-  if (!queued) return 2;
-  bool stranded = false;  // the creation failed: else the scenario tests nothing
-  for (const quiesce::pool_info& p : quiesce::worker_pools()) {
-    if (!p.bound && p.nr_pending == 1 && p.nr_workers == 0) stranded = true;
-  }
-  if (!stranded || ran) return 2;
-  item.flush();  // the retry's worker runs it
-  return ran ? 0 : 5;
-}
-
 // Not an exit scenario: a process-directed signal is handled on an application thread,
 // never on one of the runtime's (src/base/signal_mask.hpp). Main starts the runtime's
 // threads - workers of every per-CPU pool of both priorities and of the unbound pool, the
@@ -579,7 +487,6 @@ int main(int argc, char** argv) {
       {"posted_at_exit", scenario_posted_at_exit},
       {"inactive_behind_blocked", scenario_inactive_behind_blocked},
       {"worker_created_after_limit", scenario_worker_created_after_limit},
-      {"worker_created_after_bad_alloc", scenario_worker_created_after_bad_alloc},
       {"signals_go_to_application_threads", scenario_signals_go_to_application_threads},
   };
   if (argc != 2 || !scenarios.count(argv[1])) {
