@@ -145,7 +145,10 @@ void check_pool_locked(pool& p, std::uint64_t now, const watchdog_config& c, poo
 bool worker_asleep_in_item(const worker& w, char state) noexcept {
   if (state != 'S' && state != 'D') return false;
   // The state was read first: a worker that left its function and then went to sleep
-  // cleared in_function before its sleep began (and before the state said so).
+  // cleared in_function before its sleep began, and the kernel's futex wait puts a full
+  // barrier between that store and the state it sets; the fence keeps this load after the
+  // state's (free on x86).
+  std::atomic_thread_fence(std::memory_order_acquire);
   return mutant::sleepers_include_lock_waits || w.in_function.load(std::memory_order_relaxed);
 }
 
