@@ -117,6 +117,8 @@ inline constexpr bool look_leaves_waking = QUIESCE_MUTANT(LOOK_LEAVES_WAKING);
 inline constexpr bool creation_not_retried = QUIESCE_MUTANT(CREATION_NOT_RETRIED);
 // a worker creation that runs out of memory (std::bad_alloc) is not a failed creation
 inline constexpr bool creation_bad_alloc_not_caught = QUIESCE_MUTANT(CREATION_BAD_ALLOC_NOT_CAUGHT);
+// a worker whose item threw leaves the item before the log sink reports it (not found asleep there)
+inline constexpr bool sleepers_exclude_report = QUIESCE_MUTANT(SLEEPERS_EXCLUDE_REPORT);
 // a worker asleep outside its item (waiting for the pool lock) counts as asleep
 inline constexpr bool sleepers_include_lock_waits = QUIESCE_MUTANT(SLEEPERS_INCLUDE_LOCK_WAITS);
 // the exit hook leaves items waiting inactive where they are (activate_all_inactive)
@@ -514,9 +516,10 @@ struct worker {
   std::unique_ptr<schedstat_reader> sched QUIESCE_GUARDED_BY(pool->lock);
 
   // W (A: written by the worker only; read by the watchdog, under L(pool), relaxed): true
-  // while the worker runs a user function (outside the pool lock), so that a voluntary
-  // block knows it blocks an item and not the worker's own idle sleep, and the sleep check
-  // knows a sleeping worker sleeps in its item (worker_asleep_in_item).
+  // while the worker runs a user function (outside the pool lock) or the log sink reports
+  // that it threw, so that a voluntary block knows it blocks an item and not the worker's
+  // own idle sleep, and the sleep check knows a sleeping worker sleeps in its item
+  // (worker_asleep_in_item).
   std::atomic<bool> in_function{false};
   // W: the item running now destroyed itself from its own function (the kernel lets a
   // work function free its work_struct): after the function the worker does not touch it.
@@ -594,9 +597,11 @@ void retry_worker_creation(const std::vector<pool*>& pools);
 // wq_worker_sleeping); found running again, it counts again.
 void check_worker_sleep_locked(worker& w) QUIESCE_REQUIRES(w.pool->lock);
 // Whether a worker whose thread is in scheduler state `state` (read from /proc before the
-// call) sleeps in its item's function. A worker asleep elsewhere waits for one of the
-// runtime's own locks - the pool lock, which the sleep check itself holds, or a domain
-// lock - as a kernel worker spins on pool->lock and never counts as sleeping there.
+// call) sleeps in its item (the function, or the log sink reporting that it threw). A worker
+// asleep elsewhere waits for one of the runtime's own locks - the pool lock, which the sleep
+// check itself holds, or a domain lock - as a kernel worker spins on pool->lock and never
+// counts as sleeping there. (One asleep on such a lock inside its function - an item that
+// cancels another while the pool lock is held - still counts.)
 bool worker_asleep_in_item(const worker& w, char state) noexcept;
 // A (seq_cst): pools with creation_retry set, changed as each is set or cleared.
 extern std::atomic<int> pools_retrying;

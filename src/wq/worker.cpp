@@ -222,20 +222,25 @@ void trace_execute(const work* item, const char* name, pwq& q, bool start) {
   trace::emit(e);
 }
 
-// The user function, with the pool lock released; exceptions are caught and reported.
+// The user function, with the pool lock released; exceptions are caught and reported. The
+// report (the user's log sink) still counts as the item's: a wait there is the item's block,
+// and a sleep there is found by the sleep check.
 bool run_function(worker& w, work& item, const char* name, pwq& q) {
   w.in_function.store(true, std::memory_order_relaxed);
+  // (The mutant leaves the item before its report: a sink that blocks holds up the pool.)
+  auto report = [&](const char* what) {
+    if (mutant::sleepers_exclude_report) w.in_function.store(false, std::memory_order_relaxed);
+    report_exception(*q.wq, name, what);
+  };
   bool threw = false;
   try {
     wq_access::run(item);
   } catch (const std::exception& e) {
     threw = true;
-    w.in_function.store(false, std::memory_order_relaxed);
-    report_exception(*q.wq, name, e.what());
+    report(e.what());
   } catch (...) {
     threw = true;
-    w.in_function.store(false, std::memory_order_relaxed);
-    report_exception(*q.wq, name, "an exception not derived from std::exception");
+    report("an exception not derived from std::exception");
   }
   w.in_function.store(false, std::memory_order_relaxed);
   return threw;

@@ -147,7 +147,9 @@ bool worker_asleep_in_item(const worker& w, char state) noexcept {
   // The state was read first: a worker that left its function and then went to sleep
   // cleared in_function before its sleep began, and the kernel's futex wait puts a full
   // barrier between that store and the state it sets; the fence keeps this load after the
-  // state's (free on x86).
+  // state's (free on x86). An argument about the hardware and the kernel, not the C++
+  // memory model (the state is no atomic of ours): a stale true only counts one sleeper
+  // too many, as every sleeper did before.
   std::atomic_thread_fence(std::memory_order_acquire);
   return mutant::sleepers_include_lock_waits || w.in_function.load(std::memory_order_relaxed);
 }

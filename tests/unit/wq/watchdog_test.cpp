@@ -10,6 +10,7 @@
 #include <memory>
 #include <mutex>
 #include <stdexcept>
+#include <string_view>
 #include <vector>
 
 #include "../../../src/watchdog/plugin.hpp"
@@ -156,6 +157,39 @@ TEST(Watchdog, AWorkerWaitingForThePoolLockIsNotFoundAsleep) {
   ASSERT_TRUE(counted && has_work) << "the check had nothing to decide (the setup failed)";
   EXPECT_FALSE(found_asleep) << "a worker waiting for the pool lock was found asleep";
   first.flush();
+  second.flush();
+}
+
+// An item that threw, whose worker then blocks in the log sink reporting it, is still asleep
+// in its item: the sleep check starts another worker for the item queued behind it (kills
+// sleepers_exclude_report).
+TEST(Watchdog, AWorkerBlockedInTheSinkReportingItsItemIsFoundAsleep) {
+  scoped_watchdog_config cfg({.tick = 1ms});
+  workqueue wq("sink_sleeper");
+  gate reported, release, second_ran;
+  struct sink_scope {
+    log_sink previous;
+    gate& release;
+    ~sink_scope() {
+      release.open();  // first: restoring the sink waits for it to return
+      set_log_sink(std::move(previous));
+    }
+  } scope{set_log_sink([&](log_level, std::string_view line) {
+            if (line.find("work thrower threw") == std::string_view::npos) return;
+            reported.open();
+            EXPECT_TRUE(release.wait());
+          }),
+          release};
+  work second("second", [&](work&) { second_ran.open(); });
+  work thrower("thrower", [&](work&) {
+    EXPECT_TRUE(wq.queue_on(cpu0(), second));
+    throw std::runtime_error("on purpose");
+  });
+  ASSERT_TRUE(wq.queue_on(cpu0(), thrower));
+  ASSERT_TRUE(reported.wait());
+  EXPECT_TRUE(second_ran.wait()) << "the item behind a worker blocked in the log sink never ran";
+  release.open();
+  thrower.flush();
   second.flush();
 }
 
