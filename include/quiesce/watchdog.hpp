@@ -33,7 +33,8 @@ struct watchdog_config {
   // Report a hogging function at this many offences, then at every doubling.
   unsigned wq_cpu_intensive_warning = 4;
   // Start another worker when the running one is found asleep (state S or D in
-  // /proc/self/task/TID/stat) in its item's function while its pool has pending work.
+  // /proc/self/task/TID/stat) in its item (the function, or the log sink reporting that it
+  // threw) while its pool has pending work.
   bool wq_sleep_detection = true;
 
   // RCU stall detection (rcupdate.rcu_cpu_stall_timeout): a grace period of the default or
