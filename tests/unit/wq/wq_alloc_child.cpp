@@ -21,6 +21,7 @@
 #include <new>
 
 #include "quiesce/workqueue.hpp"
+#include "worker_creation_scenario.hpp"
 
 namespace {
 
@@ -82,10 +83,7 @@ int main() {
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   using quiesce::work;
   using quiesce::workqueue;
-  workqueue warm("warm");  // the runtime's threads first: the watchdog's, a per-CPU worker
-  work warm_item("warm", [](work&) {});
-  if (!warm.queue(warm_item)) return 2;
-  warm_item.flush();
+  if (!quiesce::test::start_runtime_threads()) return 2;
   workqueue limited("limited",
                     quiesce::wq_options{.unbound = true, .scope = quiesce::affinity_scope::system});
   std::atomic<bool> ran{false};
@@ -101,11 +99,8 @@ int main() {
   }
   t_fail_allocations = false;
   if (!queued) return 2;
-  bool stranded = false;  // the creation failed: else the scenario tests nothing
-  for (const quiesce::pool_info& p : quiesce::worker_pools()) {
-    if (!p.bound && p.nr_pending == 1 && p.nr_workers == 0) stranded = true;
-  }
-  if (!stranded || ran) {
+  // The creation failed: else the scenario tests nothing.
+  if (!quiesce::test::item_waits_in_a_pool_without_workers() || ran) {
     std::fprintf(stderr, "wq_alloc_child: the worker's creation did not fail\n");
     return 2;
   }

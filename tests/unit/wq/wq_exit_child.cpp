@@ -32,6 +32,7 @@
 #include "quiesce/topology.hpp"
 #include "quiesce/watchdog.hpp"
 #include "quiesce/workqueue.hpp"
+#include "worker_creation_scenario.hpp"
 
 namespace {
 
@@ -346,12 +347,7 @@ int scenario_posted_at_exit() {
 // status 4: not root, or nobody cannot be become.
 int scenario_worker_created_after_limit() {
   if (::geteuid() != 0) return 4;
-  // The runtime's threads first (the watchdog's, a per-CPU worker): nothing below needs
-  // another thread but the worker under test.
-  workqueue warm("warm");
-  work warm_item("warm", [](work&) {});
-  if (!warm.queue(warm_item)) return 2;
-  warm_item.flush();
+  if (!quiesce::test::start_runtime_threads()) return 2;
   workqueue limited("limited",
                     quiesce::wq_options{.unbound = true, .scope = quiesce::affinity_scope::system});
   rlimit was{};
@@ -369,11 +365,7 @@ int scenario_worker_created_after_limit() {
   if (!limited.queue(item)) return 2;
   // The queueing tried to create the pool's first worker, and failed: the item waits in a
   // pool without workers (else the scenario tests nothing).
-  bool stranded = false;
-  for (const quiesce::pool_info& p : quiesce::worker_pools()) {
-    if (!p.bound && p.nr_pending == 1 && p.nr_workers == 0) stranded = true;
-  }
-  if (!stranded || ran) return 2;
+  if (!quiesce::test::item_waits_in_a_pool_without_workers() || ran) return 2;
   if (::setrlimit(RLIMIT_NPROC, &was) != 0) return 2;
   item.flush();  // the retry's worker runs it (without a retry: for ever)
   return ran ? 0 : 5;
