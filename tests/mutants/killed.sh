@@ -1,17 +1,40 @@
 #!/bin/sh
 # SPDX-License-Identifier: Apache-2.0
-# killed.sh SECONDS PROGRAM ARGS... - runs the test suite built against a mutant. Exits 0
-# (the mutant is killed) if the suite fails in any way - a failing test, an abort, a crash,
-# or no answer within SECONDS - and 1 (the mutant survived: a guarantee no test checks) if
-# it passes. Prints the end of the suite's output, which names the test that killed it.
+# killed.sh SECONDS [--first FILTER] PROGRAM ARGS... - runs the test suite built against a
+# mutant. Exits 0 (the mutant is killed) if the suite fails in any way - a failing test, an
+# abort, a crash, or no answer within SECONDS - and 1 (the mutant survived: a guarantee no
+# test checks) if it passes. With --first, the tests FILTER names (a --gtest_filter, those
+# known to kill the mutant) run first, and the whole suite only if they pass: a mutant that
+# only hangs a test is killed by that test's deadline without the rest of the suite running
+# before it; one its known killers miss still meets every test. Prints what failed.
 seconds="$1"
 shift
+first=""
+if [ "$1" = "--first" ]; then
+  first="$2"
+  shift 2
+fi
 out="$(mktemp)"
-timeout -s KILL "$seconds" "$@" >"$out" 2>&1
-rc=$?
-tail -n 25 "$out"
-rm -f "$out"
-if [ "$rc" -eq 0 ]; then
+trap 'rm -f "$out"' EXIT
+
+# run ARGS...: the suite with ARGS appended (a later --gtest_filter replaces an earlier one);
+# prints the end of its output and the lines naming a failure; returns its exit status.
+run() {
+  timeout -s KILL "$seconds" "$@" >"$out" 2>&1
+  rc=$?
+  tail -n 15 "$out"
+  grep -E '^\[  FAILED  \]|did not finish within|Failure$' "$out" | head -n 10
+  return "$rc"
+}
+
+if [ -n "$first" ]; then
+  if ! run "$@" --gtest_filter="$first"; then
+    echo "killed: the tests known to kill it failed (exit status $rc; $first)"
+    exit 0
+  fi
+  echo "the tests known to kill it passed ($first): the whole suite"
+fi
+if run "$@"; then
   echo "SURVIVED: the suite passed against this mutant"
   exit 1
 fi

@@ -7,6 +7,7 @@
 // hang is a failure, never a hung suite.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -149,6 +150,9 @@ class busy_parent {
 std::atomic<bool> parent_callback_ran{false};
 
 int child_body(int generations_left) {
+  // Dies with its parent: a child that hangs (a mutant's) is killed after the deadline, and
+  // its own child, hung too, would otherwise outlive the test.
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   rcu_barrier(rcu_default_domain());
   if (!parent_callback_ran.load()) return child_parent_callback_lost;
   if (const int rc = exercise_rcu(); rc != child_ok) return rc;
