@@ -14,8 +14,11 @@ if(QUIESCE_SANITIZE)
   # relocations (the instrumented globals' descriptors; 10.7 k page faults against 6.9 k),
   # and the tests start the CLI hundreds of times - `quiesce --version` under ASan 0.19 ->
   # 0.135 s here. These builds are never installed; release keeps the toolchain's PIE.
-  target_link_options(quiesce_compile_options INTERFACE
-                      $<$<STREQUAL:$<TARGET_PROPERTY:TYPE>,EXECUTABLE>:-no-pie>)
+  # x86-64 only (ThreadSanitizer needs PIE on some other architectures).
+  if(CMAKE_SYSTEM_PROCESSOR MATCHES "^(x86_64|AMD64)$")
+    target_link_options(quiesce_compile_options INTERFACE
+                        $<$<STREQUAL:$<TARGET_PROPERTY:TYPE>,EXECUTABLE>:-no-pie>)
+  endif()
   if(QUIESCE_SANITIZE MATCHES "thread")
     # GCC 12 warns that TSan does not model std::atomic_thread_fence. Our fences order
     # accesses that are themselves atomics (seqlocks), so TSan sees no race without them.
@@ -55,7 +58,9 @@ endif()
 # parsed once per batch instead of once per file - the asan-ubsan build of the CLI took 319 s
 # of CPU per file, 72 s as one unit; the release build (mutants included) 685 -> 395 s. The
 # clang preset keeps one object per library source, so a missing include or a name two
-# sources both define still fails there (./quiesce test builds it first). A file's internal
+# sources both define still fails there (./quiesce test builds it first); in a test or CLI
+# source, a missing include that a batch-mate supplies is no longer caught by any preset
+# (the price of the release build's five minutes). A file's internal
 # names must not collide with another's of the same target. A type of an anonymous
 # namespace in a member of a named class is a warning only once it sits in an included
 # file, which every source is in a unity build.

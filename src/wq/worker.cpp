@@ -98,7 +98,7 @@ bool create_worker_locked(pool& p) noexcept QUIESCE_REQUIRES(p.lock) {
     w->thread = std::thread(worker_main, w.get());
   } catch (const std::exception& e) {  // std::bad_alloc, or std::system_error (EAGAIN)
     // (The mutant lets a bad_alloc go on: out of this noexcept function, std::terminate.
-    // Not `throw;`, which GCC refuses here under -Werror=terminate.)
+    // Not `throw;`: GCC's -Wterminate, an error under -Werror.)
     if (mutant::creation_bad_alloc_not_caught && dynamic_cast<const std::bad_alloc*>(&e)) {
       std::rethrow_exception(std::current_exception());
     }

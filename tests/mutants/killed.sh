@@ -22,6 +22,13 @@ trap 'rm -f "$out"' EXIT
 run() {
   timeout -s KILL "$seconds" "$@" >"$out" 2>&1
   rc=$?
+  case "$rc" in
+    125 | 126 | 127)  # timeout or the program could not be run: no verdict
+      cat "$out"
+      echo "killed.sh: could not run $1 (exit status $rc)"
+      exit 2
+      ;;
+  esac
   tail -n 15 "$out"
   grep -E '^\[  FAILED  \]|did not finish within|Failure$' "$out" | head -n 10
   return "$rc"
@@ -31,6 +38,9 @@ if [ -n "$first" ]; then
   if ! run "$@" --gtest_filter="$first"; then
     echo "killed: the tests known to kill it failed (exit status $rc; $first)"
     exit 0
+  fi
+  if grep -q '^\[==========\] 0 tests' "$out"; then
+    echo "warning: --first $first names no test of the suite"
   fi
   echo "the tests known to kill it passed ($first): the whole suite"
 fi

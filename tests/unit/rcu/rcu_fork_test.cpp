@@ -36,6 +36,7 @@ enum child_status : int {
   child_grandchild_failed = 12,
   child_workqueue_accepted = 13,
   child_parent_callback_lost = 14,
+  child_no_death_signal = 15,  // PR_SET_PDEATHSIG failed, or the parent was gone already
 };
 
 // Waits for `pid` for at most the generous deadline; kills it then. Its exit status, or -1
@@ -149,18 +150,22 @@ class busy_parent {
 // child: either way the child's copy of the flag is set after its rcu_barrier.
 std::atomic<bool> parent_callback_ran{false};
 
-int child_body(int generations_left) {
+// `parent`: the forking process's pid, read before the fork.
+int child_body(int generations_left, pid_t parent) {
   // Dies with its parent: a child that hangs (a mutant's) is killed after the deadline, and
-  // its own child, hung too, would otherwise outlive the test.
-  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  // its own child, hung too, would otherwise outlive the test. (A parent gone before the
+  // prctl is seen by getppid.)
+  if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || ::getppid() != parent)
+    ::_exit(child_no_death_signal);
   rcu_barrier(rcu_default_domain());
   if (!parent_callback_ran.load()) return child_parent_callback_lost;
   if (const int rc = exercise_rcu(); rc != child_ok) return rc;
   if (generations_left > 0) {
     parent_callback_ran = false;
     rcu_call(rcu_default_domain(), [] { parent_callback_ran = true; });
+    const pid_t self = ::getpid();
     const pid_t pid = ::fork();
-    if (pid == 0) ::_exit(child_body(generations_left - 1));
+    if (pid == 0) ::_exit(child_body(generations_left - 1, self));
     if (wait_child(pid) != child_ok) return child_grandchild_failed;
   }
   return child_ok;
@@ -173,9 +178,10 @@ TEST(RcuFork, ChildrenForkedDuringGracePeriodsSynchronizeRetireAndBarrierTwoGene
   for (int round = 0; round < 10; ++round) {
     parent_callback_ran = false;
     rcu_call(rcu_default_domain(), [] { parent_callback_ran = true; });
+    const pid_t self = ::getpid();
     const pid_t pid = ::fork();
     ASSERT_GE(pid, 0);
-    if (pid == 0) ::_exit(child_body(/*generations_left=*/1));
+    if (pid == 0) ::_exit(child_body(/*generations_left=*/1, self));
     const int rc = wait_child(pid);
     ASSERT_EQ(rc, child_ok) << "round " << round << ": the child "
                             << (rc == -1 ? "hung (killed after the deadline)"
