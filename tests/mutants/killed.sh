@@ -6,7 +6,9 @@
 # test checks) if it passes. With --first, the tests FILTER names (a --gtest_filter, those
 # known to kill the mutant) run first, and the whole suite only if they pass: a mutant that
 # only hangs a test is killed by that test's deadline without the rest of the suite running
-# before it; one its known killers miss still meets every test. Prints what failed.
+# before it; one its known killers miss still meets every test. Prints what failed. A suite
+# whose every test skipped prints "ALL SKIPPED" (exit 1; CTest may skip on it); a suite that
+# could not be started at all exits 2.
 seconds="$1"
 shift
 first=""
@@ -45,6 +47,10 @@ if [ -n "$first" ]; then
   echo "the tests known to kill it passed ($first): the whole suite"
 fi
 if run "$@"; then
+  if grep -q '^\[  PASSED  \] 0 tests' "$out" && grep -q '^\[  SKIPPED \]' "$out"; then
+    echo "ALL SKIPPED: no test of the suite could run here (a mutant test may skip on this)"
+    exit 1
+  fi
   echo "SURVIVED: the suite passed against this mutant"
   exit 1
 fi
