@@ -60,10 +60,10 @@ endif()
 # clang preset keeps one object per library source, so a missing include or a name two
 # sources both define still fails there (./quiesce test builds it first); in a test or CLI
 # source, a missing include that a batch-mate supplies is no longer caught by any preset
-# (the price of the release build's five minutes). A file's internal
-# names must not collide with another's of the same target. A type of an anonymous
-# namespace in a member of a named class is a warning only once it sits in an included
-# file, which every source is in a unity build.
+# (the price of the release build's five minutes). A file's internal names must not collide
+# with another's of the same target. A type of an anonymous namespace in a member of a
+# named class is a warning only once it sits in an included file, which every source is in
+# a unity build.
 if(CMAKE_UNITY_BUILD AND CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
   target_compile_options(quiesce_compile_options INTERFACE $<$<COMPILE_LANGUAGE:CXX>:-Wno-subobject-linkage>)
 endif()
