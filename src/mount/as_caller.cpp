@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <linux/capability.h>
 #include <sys/fsuid.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -19,6 +20,7 @@
 
 #include "../base/die.hpp"
 #include "fs.hpp"
+#include "mutant.hpp"
 
 namespace quiesce::mount::detail {
 
@@ -116,6 +118,25 @@ as_caller::~as_caller() {
     die("setfsuid back to root");
   }
   set_groups(root_groups);
+}
+
+int drop_sgid_for_caller(fuse_req_t req, int fd) {
+  if constexpr (mutant::sgid_old_rule) return 0;
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) return errno;
+  if (!S_ISREG(st.st_mode) || (st.st_mode & S_ISGID) == 0) return 0;
+  if ((st.st_mode & S_IXGRP) != 0) return 0;  // the client's rule covers it
+  if (!fs_of(req).switch_creds) return 0;
+  const fuse_ctx* ctx = fuse_req_ctx(req);
+  if (ctx->uid == 0 || ctx->gid == st.st_gid) return 0;
+  // Without the caller's groups (it exited), none.
+  const std::vector<gid_t> groups = groups_of(ctx->pid).value_or(std::vector<gid_t>{});
+  for (const gid_t g : groups) {
+    if (g == st.st_gid) return 0;
+  }
+  // As the kernel's file_remove_privs: before the data changes, and a failure (an
+  // append-only file: EPERM) fails the write.
+  return ::fchmod(fd, st.st_mode & 07777 & ~S_ISGID) == 0 ? 0 : errno;
 }
 
 int as_caller::may_write(int path_fd) const {

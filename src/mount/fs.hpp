@@ -272,6 +272,16 @@ class as_caller {
   bool switched_ = false;
 };
 
+// Before a write, an allocation or a copy into `fd` that the daemon makes with its own
+// authority on behalf of the request's caller: drops the file's set-group-ID bit where the
+// kernel would for the caller (setattr_should_drop_sgid, Linux 6.2+: a writer outside the
+// file's group and without CAP_FSETID drops it even when the group may not execute the
+// file). The kernel's FUSE client sends the kill-priv mode change by the older rule (only
+// with group execute; set-user-ID always), so the mount completes it here. A caller that
+// is root, or a daemon that does not switch identities (not root), drops nothing here.
+// 0, or the error that fails the operation (as the kernel's: an append-only file, EPERM).
+int drop_sgid_for_caller(fuse_req_t req, int fd);
+
 // ---- operations (ops_*.cpp) --------------------------------------------------------------
 
 fuse_entry_param entry_of(const node& n, const struct stat& st);

@@ -26,4 +26,8 @@ inline constexpr bool stale_tree = QUIESCE_MUTANT(MOUNT_STALE_TREE);
 // a sidecar's tree is read whatever its size, and trees held at once are not bounded
 inline constexpr bool trees_unbounded = QUIESCE_MUTANT(MOUNT_TREES_UNBOUNDED);
 
+// a write by the daemon on a caller's behalf keeps a set-group-ID bit the kernel would drop
+// (the FUSE client's older rule alone)
+inline constexpr bool sgid_old_rule = QUIESCE_MUTANT(MOUNT_SGID_OLD_RULE);
+
 }  // namespace quiesce::mount::detail::mutant

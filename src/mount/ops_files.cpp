@@ -314,6 +314,7 @@ void op_read(fuse_req_t req, fuse_ino_t ino, std::size_t size, off_t off, fuse_f
 void op_write(fuse_req_t req, fuse_ino_t, const char* buf, std::size_t size, off_t off,
               fuse_file_info* fi) {
   const auto* h = reinterpret_cast<const handle*>(fi->fh);
+  if (const int err = drop_sgid_for_caller(req, h->fd.get())) return (void)fuse_reply_err(req, err);
   const ssize_t n = ::pwrite(h->fd.get(), buf, size, off);
   if (n < 0) return (void)fuse_reply_err(req, errno);
   fuse_reply_write(req, static_cast<std::size_t>(n));
@@ -336,6 +337,7 @@ void op_fallocate(fuse_req_t req, fuse_ino_t, int mode, off_t offset, off_t leng
                   fuse_file_info* fi) {
   const auto* h = reinterpret_cast<const handle*>(fi->fh);
   if (!h->writable) return (void)fuse_reply_err(req, EBADF);
+  if (const int err = drop_sgid_for_caller(req, h->fd.get())) return (void)fuse_reply_err(req, err);
   fuse_reply_err(req, ::fallocate(h->fd.get(), mode, offset, length) == 0 ? 0 : errno);
 }
 
@@ -347,6 +349,9 @@ void op_copy_file_range(fuse_req_t req, fuse_ino_t, off_t off_in, fuse_file_info
     // Bytes of a verity file go through verified reads: the kernel falls back to them.
     quiesce::detail::lock_guard g(in->n->who->lock);
     if (in->verity || in->n->who->desc) return (void)fuse_reply_err(req, EOPNOTSUPP);
+  }
+  if (const int err = drop_sgid_for_caller(req, out->fd.get())) {
+    return (void)fuse_reply_err(req, err);
   }
   loff_t from = off_in, to = off_out;
   const ssize_t n =

@@ -360,6 +360,63 @@ std::vector<step> steps() {
              nobody([&] { return write_all(r / "pub/suid", O_WRONLY | O_APPEND, "+"); });
          return first + " " + stat_line(r / "pub/suid");
        }},
+      {"nobody appends to root's set-group-ID file without group execute",
+       [=](P r) {
+         // Linux 6.2+ (setattr_should_drop_sgid): a writer outside the file's group, without
+         // CAP_FSETID, loses the bit even when the group may not execute the file.
+         std::string first =
+             nobody([&] { return write_all(r / "pub/sgid_nx", O_WRONLY | O_APPEND, "+"); });
+         return first + " " + stat_line(r / "pub/sgid_nx");
+       }},
+      {"nobody truncates root's set-group-ID file without group execute",
+       [=](P r) {
+         std::string first = nobody([&] { return ::truncate((r / "pub/sgid_nx2").c_str(), 2); });
+         return first + " " + stat_line(r / "pub/sgid_nx2");
+       }},
+      {"nobody allocates in root's set-group-ID file without group execute",
+       [=](P r) {
+         std::string first = nobody([&] {
+           const int fd = ::open((r / "pub/sgid_nx3").c_str(), O_WRONLY);
+           if (fd < 0) return -1;
+           const int rc = ::fallocate(fd, 0, 0, 8);
+           const int err = errno;
+           ::close(fd);
+           errno = err;
+           return rc;
+         });
+         return first + " " + stat_line(r / "pub/sgid_nx3");
+       }},
+      {"nobody copies into root's set-group-ID file without group execute",
+       [=](P r) {
+         std::string first = nobody([&] {
+           const int in = ::open((r / "f").c_str(), O_RDONLY);
+           const int out = ::open((r / "pub/sgid_nx4").c_str(), O_WRONLY);
+           const ssize_t n =
+               in < 0 || out < 0 ? -1 : ::copy_file_range(in, nullptr, out, nullptr, 3, 0);
+           const int err = errno;
+           ::close(in);
+           ::close(out);
+           errno = err;
+           return n < 0 ? -1 : 0;
+         });
+         return first + " " + stat_line(r / "pub/sgid_nx4");
+       }},
+      {"nobody in group 0 appends to root's set-group-ID file without group execute",
+       [=](P r) {
+         // A member of the file's group keeps the bit (supplementary group 0, fsgid not 0).
+         const pid_t pid = ::fork();
+         if (pid == 0) {
+           const gid_t groups[] = {0};
+           if (::setgroups(1, groups) != 0 || ::setresgid(65534, 65534, 65534) != 0 ||
+               ::setresuid(65534, 65534, 65534) != 0) {
+             std::_Exit(255);
+           }
+           std::_Exit(write_all(r / "pub/sgid_nx5", O_WRONLY | O_APPEND, "+") == 0 ? 0 : errno);
+         }
+         int status = 0;
+         ::waitpid(pid, &status, 0);
+         return std::to_string(WEXITSTATUS(status)) + " " + stat_line(r / "pub/sgid_nx5");
+       }},
       {"nobody truncates root's set-group-ID file",
        [=](P r) {
          std::string first = nobody([&] { return ::truncate((r / "pub/sgid").c_str(), 1); });
@@ -408,8 +465,11 @@ void populate(const fs::path& r) {
   ::chmod((r / "pub").c_str(), 01777);
   std::ofstream(r / "pub/rootfile") << "rf";
   ::chmod((r / "pub/rootfile").c_str(), 0666);
-  for (const auto& [name, mode] : {std::pair{"pub/suid", 04777}, std::pair{"pub/suid2", 04777},
-                                   std::pair{"pub/sgid", 02777}}) {
+  for (const auto& [name, mode] :
+       {std::pair{"pub/suid", 04777}, std::pair{"pub/suid2", 04777}, std::pair{"pub/sgid", 02777},
+        std::pair{"pub/sgid_nx", 02666}, std::pair{"pub/sgid_nx2", 02666},
+        std::pair{"pub/sgid_nx3", 02666}, std::pair{"pub/sgid_nx4", 02666},
+        std::pair{"pub/sgid_nx5", 02666}}) {
     std::ofstream(r / name) << "set-id";
     ::chmod((r / name).c_str(), static_cast<mode_t>(mode));
   }
