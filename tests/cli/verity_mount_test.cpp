@@ -658,15 +658,44 @@ TEST_F(VerityMount, AUserMountsTheirOwnDirectory) {
 
 namespace {
 
-// Mounts of the bench's temporary mountpoints (quiesce-verity-mnt-*) still in place.
-int bench_mounts() {
+// Mounts of the bench's temporary mountpoints (TMP/quiesce-verity-mnt-*) still in place.
+// Only under this test's own TMP: a mount another test left behind is not this one's.
+std::vector<std::string> bench_mounts(const fs::path& tmp) {
   std::ifstream in("/proc/self/mountinfo");
   std::string line;
-  int n = 0;
-  while (std::getline(in, line))
-    n += line.find("quiesce-verity-mnt-") != std::string::npos;
-  return n;
+  std::vector<std::string> points;
+  const std::string prefix = (tmp / "quiesce-verity-mnt-").string();
+  while (std::getline(in, line)) {
+    std::istringstream f(line);
+    std::string id, parent, dev, root, point;
+    if (f >> id >> parent >> dev >> root >> point && point.rfind(prefix, 0) == 0)
+      points.push_back(point);
+  }
+  return points;
 }
+
+// Lazily unmounts what a failed run left under `tmp`, so that it does not outlive the test.
+void unmount_leftovers(const fs::path& tmp) {
+  for (const auto& point : bench_mounts(tmp))
+    quiesce::test::run_shell("fusermount3 -u -z " + point + " 2>&1");
+}
+
+// A bench test's TMPDIR, removed (what a failed run mounted there unmounted first) however
+// the test ends.
+struct bench_tmp {
+  explicit bench_tmp(const std::string& name)
+      : path(fs::temp_directory_path() / (name + std::to_string(::getpid()))) {
+    fs::create_directories(path);
+  }
+  ~bench_tmp() {
+    unmount_leftovers(path);
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+  bench_tmp(const bench_tmp&) = delete;
+  bench_tmp& operator=(const bench_tmp&) = delete;
+  const fs::path path;
+};
 
 int bench_dirs(const fs::path& tmp) {
   int n = 0;
@@ -679,8 +708,8 @@ int bench_dirs(const fs::path& tmp) {
 // reads, the verification items, the cold start), nothing left behind.
 TEST(VerityMountBench, MeasuresBothQueuesAndLeavesNothing) {
   SKIP_UNLESS_FUSE();
-  const fs::path tmp = fs::temp_directory_path() / ("quiesce-mb-" + std::to_string(::getpid()));
-  fs::create_directories(tmp);
+  const bench_tmp scratch("quiesce-mb-");
+  const fs::path& tmp = scratch.path;
   // stdout alone: the JSON (shell() would add stderr).
   const result r =
       quiesce::test::run_shell("TMPDIR=" + tmp.string() + " " + std::string(QUIESCE_CLI) +
@@ -728,15 +757,14 @@ TEST(VerityMountBench, MeasuresBothQueuesAndLeavesNothing) {
               seq["direct"]["warm_ms"]["median"].get<double>() /
                   seq["verified"]["warm_ms"]["median"].get<double>(),
               1e-9);
-  EXPECT_EQ(bench_mounts(), 0);
+  EXPECT_EQ(bench_mounts(tmp).size(), 0u);
   EXPECT_EQ(bench_dirs(tmp), 0);
-  fs::remove_all(tmp);
 }
 
 TEST(VerityMountBench, InterruptedLeavesNoMountNorFiles) {
   SKIP_UNLESS_FUSE();
-  const fs::path tmp = fs::temp_directory_path() / ("quiesce-mbi-" + std::to_string(::getpid()));
-  fs::create_directories(tmp);
+  const bench_tmp scratch("quiesce-mbi-");
+  const fs::path& tmp = scratch.path;
   const pid_t pid = ::fork();
   if (pid == 0) {
     ::setenv("TMPDIR", tmp.c_str(), 1);
@@ -744,16 +772,15 @@ TEST(VerityMountBench, InterruptedLeavesNoMountNorFiles) {
             "50", "--json", nullptr);
     std::_Exit(127);
   }
-  ASSERT_TRUE(quiesce::test::eventually([&] { return bench_mounts() > 0; }))
+  ASSERT_TRUE(quiesce::test::eventually([&] { return !bench_mounts(tmp).empty(); }))
       << "the bench never mounted";
   ASSERT_EQ(::kill(pid, SIGINT), 0);
   int status = 0;
   ASSERT_EQ(::waitpid(pid, &status, 0), pid);
   EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGINT) << status;
-  EXPECT_TRUE(quiesce::test::eventually([&] { return bench_mounts() == 0; }))
+  EXPECT_TRUE(quiesce::test::eventually([&] { return bench_mounts(tmp).empty(); }))
       << "a mount was left behind";
   EXPECT_EQ(bench_dirs(tmp), 0) << "files were left behind in " << tmp;
-  fs::remove_all(tmp);
 }
 
 }  // namespace

@@ -20,7 +20,8 @@ out="$(mktemp)"
 trap 'rm -f "$out"' EXIT
 
 # run ARGS...: the suite with ARGS appended (a later --gtest_filter replaces an earlier one);
-# prints the end of its output and the lines naming a failure; returns its exit status.
+# prints the lines naming a failure above the end of its output, then that end; returns its
+# exit status.
 run() {
   timeout -s KILL "$seconds" "$@" >"$out" 2>&1
   rc=$?
@@ -31,8 +32,8 @@ run() {
       exit 2
       ;;
   esac
+  head -n -15 "$out" | grep -E '^\[  FAILED  \]|did not finish within|Failure$' | head -n 10
   tail -n 15 "$out"
-  grep -E '^\[  FAILED  \]|did not finish within|Failure$' "$out" | head -n 10
   return "$rc"
 }
 

@@ -306,10 +306,13 @@ TEST(WqContract, FlushWaitsForEveryItemQueuedBeforeIt) {
     churn.push_back(std::make_unique<work>("churn", [](work&) {}));
   std::atomic<bool> stop{false};
   std::atomic<int> missed{0}, still_pending{0};
+  // Keeps flush colors turning over; yields between rounds so that on two loaded CPUs it
+  // does not starve the flushers (the test then ran past the mutants' 15 s deadline).
   std::thread churner([&] {
     while (!stop.load()) {
       for (auto& c : churn)
         wq.queue(*c);
+      std::this_thread::yield();
     }
   });
   std::vector<std::thread> threads;
