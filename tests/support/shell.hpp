@@ -13,6 +13,7 @@
 
 extern char** environ;
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -41,6 +42,11 @@ inline std::string slurp(const std::filesystem::path& p) {
   return s.str();
 }
 
+// `text` up to its first newline.
+inline std::string first_line(const std::string& text) {
+  return text.substr(0, text.find('\n'));
+}
+
 // Where each thread of each process in process group `pgid` is: its name, state and kernel
 // wait channel, its kernel stack (readable by root) and, where gdb is installed, its user
 // stack. For the failure message of a command that ran past its deadline.
@@ -58,12 +64,14 @@ inline std::string describe_process_group(pid_t pgid) {
     char state = '?';
     long ppid = 0, group = 0;
     if (!(fields >> state >> ppid >> group) || group != pgid) continue;
-    text += "\n--- process " + pid + ": " + slurp(proc.path() / "cmdline");
+    std::string cmdline = slurp(proc.path() / "cmdline");
+    std::replace(cmdline.begin(), cmdline.end(), '\0', ' ');
+    text += "\n--- process " + pid + ": " + cmdline;
     for (const auto& task : fs::directory_iterator(proc.path() / "task", ec)) {
       const std::string tstat = slurp(task.path() / "stat");
       const auto tp = tstat.rfind(')');
       text += "\n  thread " + task.path().filename().string() + " " +
-              slurp(task.path() / "comm").substr(0, 15) + " state " +
+              first_line(slurp(task.path() / "comm")) + " state " +
               (tp != std::string::npos && tp + 2 < tstat.size() ? tstat.substr(tp + 2, 1) : "?") +
               " wchan " + slurp(task.path() / "wchan") + "\n" + slurp(task.path() / "stack");
     }
