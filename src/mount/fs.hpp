@@ -246,6 +246,18 @@ bool has_sidecar_suffix(const std::string& name);
 // to: its descriptor and an open (read-only) descriptor. Never blocks, never follows a
 // symlink.
 std::optional<std::pair<descriptor, fd_t>> sidecar_at(int dir_fd, const std::string& name);
+// A sidecar `path_fd` holds (O_PATH; a regular file its caller checked): opened for reading
+// through it and recognised by its content.
+std::optional<std::pair<descriptor, fd_t>> open_sidecar(int path_fd);
+// The sidecar the inode record of the file `path_fd` holds points to (inode_record.cpp),
+// held to what a sidecar found by name is: a regular file, on the data's filesystem, the
+// data's owner's, recognised by its content. nullopt without a record (or one that fails).
+std::optional<std::pair<descriptor, fd_t>> sidecar_by_record(int path_fd, const struct stat& data);
+// Leaves the inode record on the file `data_fd` (open for reading: not O_PATH, which
+// open_by_handle_at does not take) pointing to the sidecar `sidecar_fd`: false where it
+// cannot (no trusted.* attributes on the source's filesystem, no file handles it can
+// decode, not root) - the sidecar beside the name still works there.
+bool record_verity_on_inode(int data_fd, int sidecar_fd);
 // The sidecar of the file `name` in `dir_fd` (name + ".verity").
 std::optional<std::pair<descriptor, fd_t>> sidecar_of(int dir_fd, const std::string& name);
 // A name the mount keeps for itself: an existing sidecar.

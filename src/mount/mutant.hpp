@@ -30,4 +30,7 @@ inline constexpr bool trees_unbounded = QUIESCE_MUTANT(MOUNT_TREES_UNBOUNDED);
 // (the FUSE client's older rule alone)
 inline constexpr bool sgid_old_rule = QUIESCE_MUTANT(MOUNT_SGID_OLD_RULE);
 
+// lookups ignore the inode record (a hard link made in SOURCE to a verity file reads plain)
+inline constexpr bool no_inode_record = QUIESCE_MUTANT(MOUNT_NO_INODE_RECORD);
+
 }  // namespace quiesce::mount::detail::mutant

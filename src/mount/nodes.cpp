@@ -97,8 +97,12 @@ std::optional<std::pair<descriptor, fd_t>> sidecar_at(int dir_fd, const std::str
       return std::nullopt;
     }
   }
+  return open_sidecar(path.get());
+}
+
+std::optional<std::pair<descriptor, fd_t>> open_sidecar(int path_fd) {
   // The inode just checked (a /proc/self/fd reopen cannot be swapped for another).
-  fd_t fd(::open(proc_path(path.get()).c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY));
+  fd_t fd(::open(proc_path(path_fd).c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY));
   if (!fd) return std::nullopt;
   const auto id = verity::probe_sidecar(fd.get());
   if (!id) return std::nullopt;
@@ -159,9 +163,11 @@ int filesystem::lookup(const std::shared_ptr<node>& parent, const char* name,
       ::openat(parent->fd(), name, O_PATH | (mutant::lookup_follows ? 0 : O_NOFOLLOW) | O_CLOEXEC));
   if (!fd) return errno;
   if (::fstatat(fd.get(), "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) != 0) return errno;
-  std::optional<std::pair<descriptor, fd_t>> by_name;
-  if (S_ISREG(st.st_mode)) by_name = sidecar_of(parent->fd(), n);
-  out = remember(std::move(fd), st, parent, n, std::move(by_name));
+  // Beside this name, else where the inode's record points (a hard link made in SOURCE).
+  std::optional<std::pair<descriptor, fd_t>> sidecar;
+  if (S_ISREG(st.st_mode)) sidecar = sidecar_of(parent->fd(), n);
+  if (!sidecar) sidecar = sidecar_by_record(fd.get(), st);
+  out = remember(std::move(fd), st, parent, n, std::move(sidecar));
   return 0;
 }
 

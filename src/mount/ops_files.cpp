@@ -36,8 +36,9 @@ int source_flags(int flags) {
          O_CLOEXEC;
 }
 
-// Whether a sidecar appeared beside the name a plain node was looked up under, since
-// (enabled behind the mount's back): the node no longer shows its inode's state.
+// Whether a sidecar appeared beside the name a plain node was looked up under, or an inode
+// record on its inode, since (enabled behind the mount's back): the node no longer shows
+// its inode's state.
 bool became_verity(filesystem& f, const node& n) {
   std::shared_ptr<node> parent;
   std::string name;
@@ -50,7 +51,8 @@ bool became_verity(filesystem& f, const node& n) {
   struct stat st {};
   return ::fstatat(parent->fd(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 &&
          st.st_dev == n.who->dev && st.st_ino == n.who->ino &&
-         sidecar_of(parent->fd(), name).has_value();
+         (sidecar_of(parent->fd(), name).has_value() ||
+          sidecar_by_record(n.who->path_fd.get(), st).has_value());
 }
 
 // Counts the open; sets h.verity for a verity node. 0 or an errno. ESTALE when the node no

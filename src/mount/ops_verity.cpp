@@ -225,6 +225,10 @@ int build_and_place(fuse_req_t req, filesystem& f, node& n, const fsverity_enabl
       }
       return ESTALE;
     }
+    // The inode's own record of it, so that its other names - a hard link made in SOURCE
+    // later, a mount started later - find it too (inode_record.cpp). Where the source
+    // cannot keep one, the sidecar beside the name still does for that name.
+    (void)record_verity_on_inode(data.get(), pending.fd.get());
     fd_t kept(::fcntl(pending.fd.get(), F_DUPFD_CLOEXEC, 0));
     if (!kept) return errno;
     // Published with no plain read between its check and its reply.

@@ -15,6 +15,7 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -569,6 +570,79 @@ TEST_F(MountAttack, HardLinksOfAVerityFileAreImmutable) {
   EXPECT_EQ(errno, EPERM);
   EXPECT_TRUE(slurp(mnt_ / "v3") == slurp(src_ / "v"));
   EXPECT_EQ(enable_path(mnt_ / "two"), EMLINK);
+}
+
+// A hard link made in SOURCE to a verity file is a verity file to a mount that has never
+// seen the file's verity name: an enable leaves its record on the inode (inode_record.cpp).
+// Through the fresh mount the link measures as the file does, refuses writers, and a byte
+// its owner changes in SOURCE is an error to its reader, never a wrong byte - through the
+// link read first (before, the link read plain) and through the file's own name.
+TEST_F(MountAttack, AHardLinkMadeInSourceIsVerityToAFreshMount) {
+  SKIP_UNLESS_FUSE();
+  write_random(src_ / "v", 50'000, 41);
+  start();
+  ASSERT_EQ(enable_path(mnt_ / "v"), 0);
+  char record[256];
+  if (::getxattr((src_ / "v").c_str(), "trusted.quiesce.verity", record, sizeof record) < 0) {
+    GTEST_SKIP() << "this filesystem keeps no inode record (" << std::strerror(errno)
+                 << "): trusted.* attributes or decodable file handles";
+  }
+  const std::string measured = shell2("fsverity measure " + (mnt_ / "v").string()).out;
+  const std::string want = slurp(src_ / "v");
+  stop();
+  for (const bool cli : {false, true}) {
+    SCOPED_TRACE(cli ? "enabled by `quiesce verity enable` as root" : "enabled through the mount");
+    if (cli) {  // the same, enabled in SOURCE by root's `quiesce verity enable`
+      fs::remove(src_ / "w");
+      write_random(src_ / "w", 50'000, 41);
+      ASSERT_EQ(shell2(std::string(QUIESCE_CLI) + " verity enable " + (src_ / "w").string()).code,
+                0);
+    }
+    const fs::path file = src_ / (cli ? "w" : "v");
+    const fs::path link = src_ / (cli ? "w-link" : "v-link");
+    fs::remove(link);
+    ASSERT_EQ(::link(file.c_str(), link.c_str()), 0);
+    start();
+    const fs::path through = mnt_ / link.filename();
+    EXPECT_EQ(shell2("fsverity measure " + through.string()).out.substr(0, 71),
+              measured.substr(0, 71))
+        << "the link is not a verity file to a fresh mount";
+    EXPECT_LT(::open(through.c_str(), O_WRONLY), 0);
+    EXPECT_EQ(errno, EPERM);
+    EXPECT_TRUE(slurp(through) == want);
+    stop();
+    // The owner changes one byte in SOURCE (the same inode): a fresh mount's reader of the
+    // link gets an error, not the byte.
+    {
+      const int fd = ::open(file.c_str(), O_RDWR);
+      ASSERT_GE(fd, 0);
+      char byte = 0;
+      ASSERT_EQ(::pread(fd, &byte, 1, 20'000), 1);
+      byte = static_cast<char>(~byte);
+      ASSERT_EQ(::pwrite(fd, &byte, 1, 20'000), 1);
+      ::close(fd);
+    }
+    start();
+    const int fd = ::open(through.c_str(), O_RDONLY);
+    ASSERT_GE(fd, 0) << std::strerror(errno);
+    std::string got(want.size(), '\0');
+    std::size_t done = 0;
+    int err = 0;
+    while (done < got.size()) {
+      const ssize_t n = ::pread(fd, got.data() + done, got.size() - done, static_cast<off_t>(done));
+      if (n <= 0) {
+        err = n < 0 ? errno : 0;
+        break;
+      }
+      done += static_cast<std::size_t>(n);
+    }
+    ::close(fd);
+    EXPECT_EQ(err, EIO) << "read " << done << " bytes of a tampered verity file through its "
+                        << "hard link, then " << std::strerror(err);
+    EXPECT_LE(done, 20'000u) << "the changed byte was read";
+    EXPECT_TRUE(got.compare(0, done, want, 0, done) == 0);
+    stop();
+  }
 }
 
 // The source's own inode flags show through the mount (lsattr: FS_IOC_GETFLAGS), and an

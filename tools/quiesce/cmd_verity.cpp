@@ -162,6 +162,9 @@ void run_enable(const enable_cli& o) {
     throw usage_error(fmt::format("can't give '{}' to the owner of '{}': {}", side, o.file,
                                   std::strerror(errno)));
   }
+  // Root also leaves the inode's record, as an enable through the mount does: then every
+  // name of the file - a hard link made later included - is a verity file to a mount.
+  if (::geteuid() == 0) (void)mount::record_verity_on_inode(o.file, side);
   fmt::print("{}:{} {} (sidecar {}, tree {} bytes{})\n", verity::to_string(p.alg),
              verity::to_hex(verity::file_digest(t)), o.file,
              o.sidecar.empty() ? o.file + ".verity" : o.sidecar, t.tree.size(),

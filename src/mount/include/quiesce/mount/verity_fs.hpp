@@ -138,6 +138,14 @@ class verity_mount {
   std::unique_ptr<impl> impl_;
 };
 
+// Leaves on `file`'s inode the record that makes every name of it a verity file to a mount
+// (src/mount/inode_record.cpp: the attribute trusted.quiesce.verity, a file handle of
+// `sidecar`). What an enable through the mount does, for `quiesce verity enable` run by
+// root. False where it cannot (not root; a filesystem without trusted.* attributes or file
+// handles): the sidecar beside the name still makes that name a verity file.
+bool record_verity_on_inode(const std::filesystem::path& file,
+                            const std::filesystem::path& sidecar);
+
 // Mounts and serves until unmounted (or a signal, as above); `mounted` (if set) is called
 // once the mount is in place. Unless o.foreground, the process then daemonizes (as sshfs
 // does): the caller's process exits 0 with the mount ready, a child serves it. Throws

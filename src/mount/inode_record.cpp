@@ -1,0 +1,109 @@
+// SPDX-License-Identifier: Apache-2.0
+// The inode record: what an enable leaves on the file's own inode - the extended attribute
+// trusted.quiesce.verity, holding a file handle (name_to_handle_at) of its sidecar - so that
+// every name of the inode is a verity file to any mount, a fresh one included: a hard link
+// made in SOURCE has no sidecar beside its name, but the inode it names carries the record.
+//
+// Why this is safe to trust: trusted.* attributes are set and read only with CAP_SYS_ADMIN,
+// which a user never has through the mount (every operation runs as the caller with no
+// capability in effect) nor in SOURCE without being root. And the record only ever makes a
+// file stricter: what it points to must still pass the checks a sidecar found by name
+// passes (a regular file on the data's filesystem, owned by the data's owner, recognised
+// by its content), else the record is ignored and the file is as it would be without it.
+// Decoding a handle needs CAP_DAC_READ_SEARCH: a daemon that is not root ignores records.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <vector>
+
+#include "fs.hpp"
+#include "mutant.hpp"
+#include "quiesce/mount/verity_fs.hpp"
+
+namespace quiesce::mount {
+
+namespace {
+
+constexpr const char* record_xattr = "trusted.quiesce.verity";
+constexpr char record_magic[8] = {'q', 'v', 'r', 'e', 'c', 'o', 'r', '1'};
+constexpr unsigned max_handle_bytes = 128;  // MAX_HANDLE_SZ
+
+// magic, handle_type (int32), handle_bytes (uint32), the handle's bytes.
+struct record_head {
+  char magic[8];
+  std::int32_t handle_type;
+  std::uint32_t handle_bytes;
+};
+
+}  // namespace
+
+namespace detail {
+
+bool record_verity_on_inode(int data_fd, int sidecar_fd) {
+  std::vector<unsigned char> storage(sizeof(file_handle) + max_handle_bytes);
+  auto* fh = reinterpret_cast<file_handle*>(storage.data());
+  fh->handle_bytes = max_handle_bytes;
+  int mount_id = 0;
+  if (::name_to_handle_at(sidecar_fd, "", fh, &mount_id, AT_EMPTY_PATH) != 0) return false;
+  // Only a handle the data's filesystem can decode (overlayfs, for one, may give handles it
+  // cannot open): a record a lookup could not follow would promise what it cannot keep.
+  if (const fd_t back(::open_by_handle_at(data_fd, fh, O_PATH | O_CLOEXEC)); !back) return false;
+  record_head head{};
+  std::memcpy(head.magic, record_magic, sizeof head.magic);
+  head.handle_type = fh->handle_type;
+  head.handle_bytes = fh->handle_bytes;
+  std::vector<unsigned char> value(sizeof head + fh->handle_bytes);
+  std::memcpy(value.data(), &head, sizeof head);
+  std::memcpy(value.data() + sizeof head, fh->f_handle, fh->handle_bytes);
+  return ::setxattr(proc_path(data_fd).c_str(), record_xattr, value.data(), value.size(), 0) == 0;
+}
+
+std::optional<std::pair<descriptor, fd_t>> sidecar_by_record(int path_fd, const struct stat& data) {
+  if constexpr (mutant::no_inode_record) return std::nullopt;
+  if (!S_ISREG(data.st_mode)) return std::nullopt;
+  const std::string path = proc_path(path_fd);
+  unsigned char value[sizeof(record_head) + max_handle_bytes];
+  const ssize_t n = ::getxattr(path.c_str(), record_xattr, value, sizeof value);
+  if (n < static_cast<ssize_t>(sizeof(record_head))) return std::nullopt;  // none (ENODATA)
+  record_head head{};
+  std::memcpy(&head, value, sizeof head);
+  if (std::memcmp(head.magic, record_magic, sizeof head.magic) != 0 ||
+      head.handle_bytes > max_handle_bytes ||
+      static_cast<std::size_t>(n) != sizeof head + head.handle_bytes) {
+    return std::nullopt;
+  }
+  std::vector<unsigned char> storage(sizeof(file_handle) + head.handle_bytes);
+  auto* fh = reinterpret_cast<file_handle*>(storage.data());
+  fh->handle_bytes = head.handle_bytes;
+  fh->handle_type = head.handle_type;
+  std::memcpy(fh->f_handle, value + sizeof head, head.handle_bytes);
+  // The handle is decoded on the data's own filesystem (an O_PATH descriptor is not taken
+  // as mount_fd): the data itself, a regular file, opened for reading only.
+  const fd_t anchor(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
+  if (!anchor) return std::nullopt;
+  const fd_t side(::open_by_handle_at(anchor.get(), fh, O_PATH | O_CLOEXEC));
+  if (!side) return std::nullopt;  // gone (ESTALE), or no CAP_DAC_READ_SEARCH
+  struct stat st {};
+  // Unlinked (nlink 0: held open, by this daemon perhaps) it was removed, and with it the
+  // file's verity, as removing the sidecar beside the name does.
+  if (::fstat(side.get(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_nlink == 0 ||
+      st.st_dev != data.st_dev || st.st_uid != data.st_uid) {
+    return std::nullopt;
+  }
+  return open_sidecar(side.get());
+}
+
+}  // namespace detail
+
+bool record_verity_on_inode(const std::filesystem::path& file,
+                            const std::filesystem::path& sidecar) {
+  const detail::fd_t data(
+      ::open(file.c_str(), O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC));
+  const detail::fd_t side(::open(sidecar.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC));
+  return data && side && detail::record_verity_on_inode(data.get(), side.get());
+}
+
+}  // namespace quiesce::mount
