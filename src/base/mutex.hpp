@@ -34,6 +34,23 @@ inline const void* this_thread_tag() noexcept {
   return &tag;
 }
 
+// W (the thread's own; the flag it points to is read by other threads, relaxed): where the
+// calling thread says that it is waiting for one of the runtime's mutexes - a worker's
+// in_lock_wait, so that the workqueue's sleep check does not take a worker waiting for a
+// runtime lock for one asleep in its item (wq_watchdog.cpp). nullptr: nowhere.
+inline thread_local std::atomic<bool>* tls_lock_wait_flag = nullptr;
+
+// Takes `m`; while it has to wait for it, *tls_lock_wait_flag is true. (Uncontended: one
+// compare-and-swap, as m.lock() alone.)
+inline std::mutex& lock_marking_waits(std::mutex& m) {
+  if (m.try_lock()) return m;
+  std::atomic<bool>* const flag = tls_lock_wait_flag;
+  if (flag) flag->store(true, std::memory_order_relaxed);
+  m.lock();
+  if (flag) flag->store(false, std::memory_order_relaxed);
+  return m;
+}
+
 // std::mutex with annotations. Waits go through unique_lock::wait*, which keep the owner
 // right across the wait.
 class QUIESCE_CAPABILITY("mutex") mutex {
@@ -45,7 +62,7 @@ class QUIESCE_CAPABILITY("mutex") mutex {
   mutex& operator=(const mutex&) = delete;
 
   void lock() QUIESCE_ACQUIRE() {
-    m_.lock();
+    lock_marking_waits(m_);
     acquired();
   }
   bool try_lock() QUIESCE_TRY_ACQUIRE(true) {
@@ -102,7 +119,10 @@ class QUIESCE_SCOPED_CAPABILITY lock_guard {
 // condition variable (held again when the wait returns).
 class QUIESCE_SCOPED_CAPABILITY unique_lock {
  public:
-  explicit unique_lock(mutex& m) QUIESCE_ACQUIRE(m) : m_(m), lk_(m.m_) { m_.acquired(); }
+  explicit unique_lock(mutex& m) QUIESCE_ACQUIRE(m)
+      : m_(m), lk_(lock_marking_waits(m.m_), std::adopt_lock) {
+    m_.acquired();
+  }
   ~unique_lock() QUIESCE_RELEASE() {
     if (lk_.owns_lock()) {
       m_.releasing();
@@ -113,7 +133,7 @@ class QUIESCE_SCOPED_CAPABILITY unique_lock {
   unique_lock(const unique_lock&) = delete;
   unique_lock& operator=(const unique_lock&) = delete;
   void lock() QUIESCE_ACQUIRE() {
-    lk_.lock();
+    lk_ = std::unique_lock<std::mutex>(lock_marking_waits(*lk_.release()), std::adopt_lock);
     m_.acquired();
   }
   void unlock() QUIESCE_RELEASE() {

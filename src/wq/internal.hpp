@@ -121,6 +121,9 @@ inline constexpr bool creation_bad_alloc_not_caught = QUIESCE_MUTANT(CREATION_BA
 inline constexpr bool sleepers_exclude_report = QUIESCE_MUTANT(SLEEPERS_EXCLUDE_REPORT);
 // a worker asleep outside its item (waiting for the pool lock) counts as asleep
 inline constexpr bool sleepers_include_lock_waits = QUIESCE_MUTANT(SLEEPERS_INCLUDE_LOCK_WAITS);
+// a worker waiting for a runtime lock inside its item (a cancel, a queueing) counts as asleep
+inline constexpr bool sleepers_include_item_lock_waits =
+    QUIESCE_MUTANT(SLEEPERS_INCLUDE_ITEM_LOCK_WAITS);
 // the exit hook leaves items waiting inactive where they are (activate_all_inactive)
 inline constexpr bool exit_leaves_inactive = QUIESCE_MUTANT(EXIT_LEAVES_INACTIVE);
 // a queuer at exit kicks only as at any other time (pool::queuer_must_kick)
@@ -521,6 +524,10 @@ struct worker {
   // own idle sleep, and the sleep check knows a sleeping worker sleeps in its item
   // (worker_asleep_in_item).
   std::atomic<bool> in_function{false};
+  // W (A, as in_function): true while the worker waits for one of the runtime's mutexes
+  // (tls_lock_wait_flag, src/base/mutex.hpp) - inside its item too (a cancel, a queueing),
+  // where it waits as a kernel worker spins on pool->lock: not asleep in its item.
+  std::atomic<bool> in_lock_wait{false};
   // W: the item running now destroyed itself from its own function (the kernel lets a
   // work function free its work_struct): after the function the worker does not touch it.
   bool item_destroyed = false;
@@ -600,8 +607,8 @@ void check_worker_sleep_locked(worker& w) QUIESCE_REQUIRES(w.pool->lock);
 // call) sleeps in its item (the function, or the log sink reporting that it threw). A worker
 // asleep elsewhere waits for one of the runtime's own locks - the pool lock, which the sleep
 // check itself holds, or a domain lock - as a kernel worker spins on pool->lock and never
-// counts as sleeping there. (One asleep on such a lock inside its function - an item that
-// cancels another while the pool lock is held - still counts.)
+// counts as sleeping there; and so does one waiting for such a lock inside its function (an
+// item that cancels another while the pool lock is held: worker::in_lock_wait).
 bool worker_asleep_in_item(const worker& w, char state) noexcept;
 // A (seq_cst): pools with creation_retry set, changed as each is set or cleared.
 extern std::atomic<int> pools_retrying;

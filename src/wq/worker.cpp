@@ -180,6 +180,7 @@ void setup_worker_thread(worker& w) {
   if (p.nice != 0) set_this_thread_nice(p.nice);  // a refusal is reported once
   tls_worker = &w;
   tls_blocking_hook = blocking_hook{&worker_block_enter, &worker_block_leave, &w};
+  tls_lock_wait_flag = &w.in_lock_wait;
   const pid_t tid = this_thread_tid();
   clockid_t clock = 0;
   pthread_getcpuclockid(pthread_self(), &clock);
@@ -468,6 +469,7 @@ void worker_main(worker* self) {
     watchdog_release();
   }
   tls_blocking_hook = blocking_hook{};
+  tls_lock_wait_flag = nullptr;
   tls_worker = nullptr;
 }
 

@@ -151,7 +151,13 @@ bool worker_asleep_in_item(const worker& w, char state) noexcept {
   // memory model (the state is no atomic of ours): a stale true only counts one sleeper
   // too many, as every sleeper did before.
   std::atomic_thread_fence(std::memory_order_acquire);
-  return mutant::sleepers_include_lock_waits || w.in_function.load(std::memory_order_relaxed);
+  if (mutant::sleepers_include_lock_waits) return true;
+  // Waiting for a runtime lock inside the item is no sleep of the item's (the same argument:
+  // the flag is set before the futex wait that put it to sleep, and cleared before any
+  // later sleep).
+  return w.in_function.load(std::memory_order_relaxed) &&
+         (mutant::sleepers_include_item_lock_waits ||
+          !w.in_lock_wait.load(std::memory_order_relaxed));
 }
 
 void check_worker_sleep_locked(worker& w) {

@@ -160,6 +160,51 @@ TEST(Watchdog, AWorkerWaitingForThePoolLockIsNotFoundAsleep) {
   second.flush();
 }
 
+// The same inside an item: a function that cancels another item of its pool waits for the
+// pool lock (held here) - waiting for a runtime lock, not asleep in its item (kernel: it
+// would spin on pool->lock), so the sleep check must not count it out (kills
+// sleepers_include_item_lock_waits).
+TEST(Watchdog, AnItemWaitingForThePoolLockIsNotFoundAsleep) {
+  scoped_watchdog_config cfg({.wq_cpu_intensive = 0ns, .wq_sleep_detection = false});
+  const int cpu = cpu0();
+  workqueue wq("item_lock_waiter");
+  std::atomic<bool> started{false}, go{false}, cancelling{false}, cancelled{false};
+  std::atomic<pid_t> tid{0};
+  work second("second", [](work&) {});
+  work first("first", [&](work&) {
+    tid = static_cast<pid_t>(::gettid());
+    started = true;
+    spin_until(go);  // running, never asleep
+    cancelling = true;
+    cancelled = second.cancel();  // takes the pool lock: waits for this test's hold
+  });
+  ASSERT_TRUE(wq.queue_on(cpu, first));
+  ASSERT_TRUE(eventually([&] { return started.load(); }));
+  ASSERT_TRUE(wq.queue_on(cpu, second));  // waits behind first: the pool has work
+  detail::pool& p = detail::bound_pool(cpu, false);
+  bool counted = false, has_work = false, found_asleep = false, in_item = false;
+  {
+    detail::lock_guard guard(p.lock);
+    go = true;
+    ASSERT_TRUE(eventually([&] { return cancelling.load() && test::thread_state(tid) == 'S'; }))
+        << "the item never went to sleep on the pool lock";
+    for (const auto& w : p.workers) {
+      w->pool->lock.assert_held();
+      if (w->current != &first) continue;
+      counted = w->counted;
+      has_work = p.has_work();
+      in_item = w->in_function.load();
+      detail::check_worker_sleep_locked(*w);
+      found_asleep = w->found_asleep;
+    }
+  }
+  ASSERT_TRUE(counted && has_work && in_item) << "the check had nothing to decide (the setup "
+                                                 "failed)";
+  EXPECT_FALSE(found_asleep) << "an item waiting for the pool lock was found asleep";
+  first.flush();
+  EXPECT_TRUE(cancelled.load());
+}
+
 // An item that threw, whose worker then blocks in the log sink reporting it, is still asleep
 // in its item: the sleep check starts another worker for the item queued behind it (kills
 // sleepers_exclude_report).
