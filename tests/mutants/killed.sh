@@ -7,8 +7,9 @@
 # known to kill the mutant) run first, and the whole suite only if they pass: a mutant that
 # only hangs a test is killed by that test's deadline without the rest of the suite running
 # before it; one its known killers miss still meets every test. Prints what failed. A suite
-# whose every test skipped prints "ALL SKIPPED" (exit 1; CTest may skip on it); a suite that
-# could not be started at all exits 2.
+# whose every test skipped - or whose known killers all skipped and whose other tests pass -
+# prints "ALL SKIPPED" (exit 1; CTest may skip on it); a suite that could not be started at
+# all exits 2.
 seconds="$1"
 shift
 first=""
@@ -45,11 +46,20 @@ if [ -n "$first" ]; then
   if grep -q '^\[==========\] 0 tests' "$out"; then
     echo "warning: --first $first names no test of the suite"
   fi
+  first_skipped=""
+  if grep -q '^\[  PASSED  \] 0 tests' "$out" && grep -q '^\[  SKIPPED \]' "$out"; then
+    first_skipped=yes
+  fi
   echo "the tests known to kill it passed ($first): the whole suite"
 fi
 if run "$@"; then
   if grep -q '^\[  PASSED  \] 0 tests' "$out" && grep -q '^\[  SKIPPED \]' "$out"; then
     echo "ALL SKIPPED: no test of the suite could run here (a mutant test may skip on this)"
+    exit 1
+  fi
+  if [ -n "$first_skipped" ]; then
+    echo "ALL SKIPPED: the tests known to kill it could not run here ($first), and the rest" \
+      "of the suite does not kill it (a mutant test may skip on this)"
     exit 1
   fi
   echo "SURVIVED: the suite passed against this mutant"

@@ -185,9 +185,17 @@ TEST(Watchdog, AnItemWaitingForThePoolLockIsNotFoundAsleep) {
   bool counted = false, has_work = false, found_asleep = false, in_item = false;
   {
     detail::lock_guard guard(p.lock);
+    detail::worker* runner = nullptr;
+    for (const auto& w : p.workers) {
+      w->pool->lock.assert_held();
+      if (w->current == &first) runner = w.get();
+    }
+    ASSERT_NE(runner, nullptr);
     go = true;
-    ASSERT_TRUE(eventually([&] { return cancelling.load() && test::thread_state(tid) == 'S'; }))
-        << "the item never went to sleep on the pool lock";
+    // Asleep, and on this lock (not some other sleep on its way there).
+    ASSERT_TRUE(eventually([&] {
+      return cancelling.load() && runner->in_lock_wait.load() && test::thread_state(tid) == 'S';
+    })) << "the item never went to sleep on the pool lock";
     for (const auto& w : p.workers) {
       w->pool->lock.assert_held();
       if (w->current != &first) continue;
