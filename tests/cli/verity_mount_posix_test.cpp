@@ -93,6 +93,25 @@ int write_all(const fs::path& p, int flags, const std::string& data) {
   return n == static_cast<ssize_t>(data.size()) ? 0 : -1;
 }
 
+// fn() (0, or -1 with errno set) run in a forked child as nobody (uid and gid 65534) with
+// the one supplementary group `group`: "0", the errno it failed with, or "255" if that
+// identity could not be taken.
+template <class F>
+std::string nobody_in_group(gid_t group, F fn) {
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    const gid_t groups[] = {group};
+    if (::setgroups(1, groups) != 0 || ::setresgid(65534, 65534, 65534) != 0 ||
+        ::setresuid(65534, 65534, 65534) != 0) {
+      std::_Exit(255);
+    }
+    std::_Exit(fn() == 0 ? 0 : errno);
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return std::to_string(WEXITSTATUS(status));
+}
+
 // fs.protected_regular set to a value for a scope (a step), the old one back after.
 class protected_regular {
  public:
@@ -341,18 +360,9 @@ std::vector<step> steps() {
        }},
       {"nobody in group 100 creates in a root:100 0770 dir",
        [=](P r) {
-         const pid_t pid = ::fork();
-         if (pid == 0) {
-           const gid_t groups[] = {100};
-           if (::setgroups(1, groups) != 0 || ::setresgid(65534, 65534, 65534) != 0 ||
-               ::setresuid(65534, 65534, 65534) != 0) {
-             std::_Exit(255);
-           }
-           std::_Exit(write_all(r / "grp/x", O_CREAT | O_WRONLY, "g") == 0 ? 0 : errno);
-         }
-         int status = 0;
-         ::waitpid(pid, &status, 0);
-         return std::to_string(WEXITSTATUS(status)) + " " + stat_line(r / "grp/x");
+         const std::string first =
+             nobody_in_group(100, [&] { return write_all(r / "grp/x", O_CREAT | O_WRONLY, "g"); });
+         return first + " " + stat_line(r / "grp/x");
        }},
       {"nobody appends to root's set-user-ID file",
        [=](P r) {
@@ -404,18 +414,9 @@ std::vector<step> steps() {
       {"nobody in group 0 appends to root's set-group-ID file without group execute",
        [=](P r) {
          // A member of the file's group keeps the bit (supplementary group 0, fsgid not 0).
-         const pid_t pid = ::fork();
-         if (pid == 0) {
-           const gid_t groups[] = {0};
-           if (::setgroups(1, groups) != 0 || ::setresgid(65534, 65534, 65534) != 0 ||
-               ::setresuid(65534, 65534, 65534) != 0) {
-             std::_Exit(255);
-           }
-           std::_Exit(write_all(r / "pub/sgid_nx5", O_WRONLY | O_APPEND, "+") == 0 ? 0 : errno);
-         }
-         int status = 0;
-         ::waitpid(pid, &status, 0);
-         return std::to_string(WEXITSTATUS(status)) + " " + stat_line(r / "pub/sgid_nx5");
+         const std::string first = nobody_in_group(
+             0, [&] { return write_all(r / "pub/sgid_nx5", O_WRONLY | O_APPEND, "+"); });
+         return first + " " + stat_line(r / "pub/sgid_nx5");
        }},
       {"nobody truncates root's set-group-ID file",
        [=](P r) {

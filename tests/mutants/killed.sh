@@ -38,6 +38,11 @@ run() {
   return "$rc"
 }
 
+# all_skipped: whether the last run passed no test and skipped some.
+all_skipped() {
+  grep -q '^\[  PASSED  \] 0 tests' "$out" && grep -q '^\[  SKIPPED \]' "$out"
+}
+
 if [ -n "$first" ]; then
   if ! run "$@" --gtest_filter="$first"; then
     echo "killed: the tests known to kill it failed (exit status $rc; $first)"
@@ -47,13 +52,11 @@ if [ -n "$first" ]; then
     echo "warning: --first $first names no test of the suite"
   fi
   first_skipped=""
-  if grep -q '^\[  PASSED  \] 0 tests' "$out" && grep -q '^\[  SKIPPED \]' "$out"; then
-    first_skipped=yes
-  fi
+  if all_skipped; then first_skipped=yes; fi
   echo "the tests known to kill it passed ($first): the whole suite"
 fi
 if run "$@"; then
-  if grep -q '^\[  PASSED  \] 0 tests' "$out" && grep -q '^\[  SKIPPED \]' "$out"; then
+  if all_skipped; then
     echo "ALL SKIPPED: no test of the suite could run here (a mutant test may skip on this)"
     exit 1
   fi
