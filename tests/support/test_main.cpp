@@ -8,6 +8,10 @@
 // per-test TIMEOUT, so CTest's limit governs one test per process; the mutant runs, which
 // run a whole suite in one process, set a shorter one). It is an alarm(2): no thread, so
 // tests that fork or count threads see none of it, and a forked child does not inherit it.
+//
+// --gtest_fail_fast also ends --gtest_repeat: GoogleTest (1.12) skips the rest of a failed
+// iteration but starts the next one, so a mutant run repeating a test thirty times to catch
+// a rare miss ran all thirty after the first caught it.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <unistd.h>
@@ -61,6 +65,26 @@ class deadline_listener : public testing::EmptyTestEventListener {
   unsigned seconds_;
 };
 
+// Ends the program at the start of an iteration when the one before it failed and
+// --gtest_fail_fast was given (the printer has reported that iteration by then).
+class stop_repeating_listener : public testing::EmptyTestEventListener {
+ public:
+  void OnTestIterationStart(const testing::UnitTest&, int iteration) override {
+    if (!previous_failed_) return;
+    std::printf("quiesce test: iteration %d failed and --gtest_fail_fast was given: "
+                "not repeating\n", iteration);
+    std::fflush(stdout);
+    std::fflush(stderr);
+    std::_Exit(1);
+  }
+  void OnTestIterationEnd(const testing::UnitTest& unit_test, int) override {
+    previous_failed_ = unit_test.Failed();
+  }
+
+ private:
+  bool previous_failed_ = false;
+};
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -74,6 +98,8 @@ int main(int argc, char** argv) {
     std::perror("sigaction(SIGALRM)");
     return 2;
   }
-  testing::UnitTest::GetInstance()->listeners().Append(new deadline_listener(seconds));
+  testing::TestEventListeners& listeners = testing::UnitTest::GetInstance()->listeners();
+  listeners.Append(new deadline_listener(seconds));
+  if (GTEST_FLAG_GET(fail_fast)) listeners.Append(new stop_repeating_listener);
   return RUN_ALL_TESTS();
 }
