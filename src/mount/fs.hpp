@@ -258,6 +258,13 @@ std::optional<std::pair<descriptor, fd_t>> sidecar_by_record(int path_fd, const 
 // cannot (no trusted.* attributes on the source's filesystem, no file handles it can
 // decode, not root) - the sidecar beside the name still works there.
 bool record_verity_on_inode(int data_fd, int sidecar_fd);
+// Makes the inode record of the file `path_fd` (O_PATH, a regular file) point to
+// `sidecar_fd`, the sidecar found beside one of its names, where it does not already: a file
+// enabled before records existed, or by hand in SOURCE, gets one the first time a mount sees
+// it by that name, and its other names - hard links made in SOURCE - are verity files to
+// every mount from then on. Written only where it differs; silent where the source cannot
+// keep one.
+void keep_inode_record(int path_fd, int sidecar_fd);
 // The sidecar of the file `name` in `dir_fd` (name + ".verity").
 std::optional<std::pair<descriptor, fd_t>> sidecar_of(int dir_fd, const std::string& name);
 // A name the mount keeps for itself: an existing sidecar.

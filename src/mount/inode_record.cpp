@@ -11,11 +11,17 @@
 // passes (a regular file on the data's filesystem, owned by the data's owner, recognised
 // by its content), else the record is ignored and the file is as it would be without it.
 // Decoding a handle needs CAP_DAC_READ_SEARCH: a daemon that is not root ignores records.
+//
+// Written by an enable (through the mount, or `quiesce verity enable` as root), and by a
+// lookup that finds a sidecar beside a name where the inode has no record of it - a file
+// enabled before records existed, or whose sidecar was put there by hand - so that its
+// other names are verity files to every mount once any mount has seen it by that name.
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstring>
 #include <vector>
 
@@ -42,15 +48,16 @@ struct record_head {
 
 namespace detail {
 
-bool record_verity_on_inode(int data_fd, int sidecar_fd) {
+namespace {
+
+// The record's value for the sidecar `sidecar_fd` (magic, type, length, the handle); empty
+// where its filesystem gives no handle.
+std::vector<unsigned char> record_value(int sidecar_fd) {
   std::vector<unsigned char> storage(sizeof(file_handle) + max_handle_bytes);
   auto* fh = reinterpret_cast<file_handle*>(storage.data());
   fh->handle_bytes = max_handle_bytes;
   int mount_id = 0;
-  if (::name_to_handle_at(sidecar_fd, "", fh, &mount_id, AT_EMPTY_PATH) != 0) return false;
-  // Only a handle the data's filesystem can decode (overlayfs, for one, may give handles it
-  // cannot open): a record a lookup could not follow would promise what it cannot keep.
-  if (const fd_t back(::open_by_handle_at(data_fd, fh, O_PATH | O_CLOEXEC)); !back) return false;
+  if (::name_to_handle_at(sidecar_fd, "", fh, &mount_id, AT_EMPTY_PATH) != 0) return {};
   record_head head{};
   std::memcpy(head.magic, record_magic, sizeof head.magic);
   head.handle_type = fh->handle_type;
@@ -58,7 +65,42 @@ bool record_verity_on_inode(int data_fd, int sidecar_fd) {
   std::vector<unsigned char> value(sizeof head + fh->handle_bytes);
   std::memcpy(value.data(), &head, sizeof head);
   std::memcpy(value.data() + sizeof head, fh->f_handle, fh->handle_bytes);
+  return value;
+}
+
+// Writes `value` as the record of the file `data_fd` (open for reading), if the data's
+// filesystem can decode its handle: overlayfs, for one, may give handles it cannot open,
+// and a record a lookup could not follow would promise what it cannot keep.
+bool write_record(int data_fd, const std::vector<unsigned char>& value) {
+  record_head head{};
+  std::memcpy(&head, value.data(), sizeof head);
+  std::vector<unsigned char> storage(sizeof(file_handle) + head.handle_bytes);
+  auto* fh = reinterpret_cast<file_handle*>(storage.data());
+  fh->handle_bytes = head.handle_bytes;
+  fh->handle_type = head.handle_type;
+  std::memcpy(fh->f_handle, value.data() + sizeof head, head.handle_bytes);
+  if (const fd_t back(::open_by_handle_at(data_fd, fh, O_PATH | O_CLOEXEC)); !back) return false;
   return ::setxattr(proc_path(data_fd).c_str(), record_xattr, value.data(), value.size(), 0) == 0;
+}
+
+}  // namespace
+
+bool record_verity_on_inode(int data_fd, int sidecar_fd) {
+  const std::vector<unsigned char> value = record_value(sidecar_fd);
+  return !value.empty() && write_record(data_fd, value);
+}
+
+void keep_inode_record(int path_fd, int sidecar_fd) {
+  if constexpr (mutant::record_only_on_enable) return;
+  const std::vector<unsigned char> value = record_value(sidecar_fd);
+  if (value.empty()) return;
+  const std::string path = proc_path(path_fd);
+  unsigned char held[sizeof(record_head) + max_handle_bytes];
+  const ssize_t n = ::getxattr(path.c_str(), record_xattr, held, sizeof held);
+  if (n < 0 && errno != ENODATA && errno != ERANGE) return;  // no attributes here, or not root
+  if (n == static_cast<ssize_t>(value.size()) && std::memcmp(held, value.data(), n) == 0) return;
+  const fd_t data(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
+  if (data) (void)write_record(data.get(), value);
 }
 
 std::optional<std::pair<descriptor, fd_t>> sidecar_by_record(int path_fd, const struct stat& data) {

@@ -33,4 +33,9 @@ inline constexpr bool sgid_old_rule = QUIESCE_MUTANT(MOUNT_SGID_OLD_RULE);
 // lookups ignore the inode record (a hard link made in SOURCE to a verity file reads plain)
 inline constexpr bool no_inode_record = QUIESCE_MUTANT(MOUNT_NO_INODE_RECORD);
 
+// only an enable writes the inode record: a lookup that finds a sidecar beside a name leaves
+// an inode without one as it is (a file enabled before records existed keeps a hard link
+// made in SOURCE plain to a fresh mount)
+inline constexpr bool record_only_on_enable = QUIESCE_MUTANT(MOUNT_RECORD_ONLY_ON_ENABLE);
+
 }  // namespace quiesce::mount::detail::mutant

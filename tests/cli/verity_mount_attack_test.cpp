@@ -645,6 +645,39 @@ TEST_F(MountAttack, AHardLinkMadeInSourceIsVerityToAFreshMount) {
   }
 }
 
+// A verity file without an inode record - enabled before records existed, or its record
+// lost - gets one the first time a mount looks it up by the name its sidecar lies beside,
+// and from then on a hard link made in SOURCE is a verity file to a fresh mount too.
+TEST_F(MountAttack, AVerityFileWithoutARecordGetsOneWhenAMountSeesIt) {
+  SKIP_UNLESS_FUSE();
+  write_random(src_ / "old", 30'000, 43);
+  start();
+  ASSERT_EQ(enable_path(mnt_ / "old"), 0);
+  const std::string measured = shell2("fsverity measure " + (mnt_ / "old").string()).out;
+  stop();
+  char record[256];
+  if (::getxattr((src_ / "old").c_str(), "trusted.quiesce.verity", record, sizeof record) < 0) {
+    GTEST_SKIP() << "this filesystem keeps no inode record (" << std::strerror(errno) << ")";
+  }
+  // As a file enabled before the record existed.
+  ASSERT_EQ(::removexattr((src_ / "old").c_str(), "trusted.quiesce.verity"), 0);
+  start();
+  struct stat st {};
+  ASSERT_EQ(::stat((mnt_ / "old").c_str(), &st), 0) << std::strerror(errno);  // a lookup
+  stop();
+  EXPECT_GT(::getxattr((src_ / "old").c_str(), "trusted.quiesce.verity", record, sizeof record), 0)
+      << "a lookup of the verity name left no record: " << std::strerror(errno);
+  ASSERT_EQ(::link((src_ / "old").c_str(), (src_ / "old-link").c_str()), 0);
+  start();
+  const fs::path through = mnt_ / "old-link";
+  EXPECT_EQ(shell2("fsverity measure " + through.string()).out.substr(0, 71),
+            measured.substr(0, 71))
+      << "the link is not a verity file to a fresh mount";
+  EXPECT_LT(::open(through.c_str(), O_WRONLY), 0);
+  EXPECT_EQ(errno, EPERM);
+  stop();
+}
+
 // The source's own inode flags show through the mount (lsattr: FS_IOC_GETFLAGS), and an
 // append-only file cannot be enabled (EPERM, the kernel's IS_APPEND check, after EBADF and
 // before EISDIR); FS_IOC_READ_VERITY_METADATA on a file that is not verity is ENODATA.

@@ -71,8 +71,10 @@ class stop_repeating_listener : public testing::EmptyTestEventListener {
  public:
   void OnTestIterationStart(const testing::UnitTest&, int iteration) override {
     if (!previous_failed_) return;
-    std::printf("quiesce test: iteration %d failed and --gtest_fail_fast was given: "
-                "not repeating\n", iteration);
+    std::printf(
+        "quiesce test: iteration %d failed and --gtest_fail_fast was given: "
+        "not repeating\n",
+        iteration);
     std::fflush(stdout);
     std::fflush(stderr);
     std::_Exit(1);
