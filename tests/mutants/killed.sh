@@ -1,22 +1,30 @@
 #!/bin/sh
 # SPDX-License-Identifier: Apache-2.0
-# killed.sh SECONDS [--first FILTER] PROGRAM ARGS... - runs the test suite built against a
-# mutant. Exits 0 (the mutant is killed) if the suite fails in any way - a failing test, an
-# abort, a crash, or no answer within SECONDS - and 1 (the mutant survived: a guarantee no
-# test checks) if it passes. With --first, the tests FILTER names (a --gtest_filter, those
-# known to kill the mutant) run first, and the whole suite only if they pass: a mutant that
-# only hangs a test is killed by that test's deadline without the rest of the suite running
-# before it; one its known killers miss still meets every test. Prints what failed. A suite
-# whose every test skipped - or whose known killers all skipped and whose other tests pass -
-# prints "ALL SKIPPED" (exit 1; CTest may skip on it); a suite that could not be started at
-# all exits 2.
+# killed.sh SECONDS [--first FILTER [--first-deadline S]] PROGRAM ARGS... - runs the test
+# suite built against a mutant. Exits 0 (the mutant is killed) if the suite fails in any way
+# - a failing test, an abort, a crash, or no answer within SECONDS - and 1 (the mutant
+# survived: a guarantee no test checks) if it passes. With --first, the tests FILTER names (a
+# --gtest_filter, those known to kill the mutant) run first, and the whole suite only if
+# they pass: a mutant that only hangs a test is killed by that test's deadline without the
+# rest of the suite running before it; one its known killers miss still meets every test.
+# --first-deadline: those tests' own deadline (QUIESCE_TEST_DEADLINE_S) while they run first
+# - they are short, so a hang among them is cut sooner than one in the whole suite. Prints
+# what failed. A suite whose every test skipped - or whose known killers all skipped and
+# whose other tests pass - prints "ALL SKIPPED" (exit 1; CTest may skip on it); a suite that
+# could not be started at all exits 2.
 seconds="$1"
 shift
 first=""
+first_deadline=""
 if [ "$1" = "--first" ]; then
   first="$2"
   shift 2
+  if [ "$1" = "--first-deadline" ]; then
+    first_deadline="$2"
+    shift 2
+  fi
 fi
+suite_deadline="${QUIESCE_TEST_DEADLINE_S:-}"
 out="$(mktemp)"
 trap 'rm -f "$out"' EXIT
 
@@ -44,6 +52,12 @@ all_skipped() {
 }
 
 if [ -n "$first" ]; then
+  # The known killers are short tests: their own deadline (QUIESCE_TEST_DEADLINE_S) may be
+  # shorter than the whole suite's, so a mutant that hangs one is killed sooner.
+  if [ -n "$first_deadline" ]; then
+    QUIESCE_TEST_DEADLINE_S="$first_deadline"
+    export QUIESCE_TEST_DEADLINE_S
+  fi
   if ! run "$@" --gtest_filter="$first"; then
     echo "killed: the tests known to kill it failed (exit status $rc; $first)"
     exit 0
@@ -54,6 +68,10 @@ if [ -n "$first" ]; then
   first_skipped=""
   if all_skipped; then first_skipped=yes; fi
   echo "the tests known to kill it passed ($first): the whole suite"
+  if [ -n "$first_deadline" ]; then
+    QUIESCE_TEST_DEADLINE_S="$suite_deadline"
+    export QUIESCE_TEST_DEADLINE_S
+  fi
 fi
 if run "$@"; then
   if all_skipped; then
