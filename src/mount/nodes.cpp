@@ -164,11 +164,12 @@ int filesystem::lookup(const std::shared_ptr<node>& parent, const char* name,
   if (!fd) return errno;
   if (::fstatat(fd.get(), "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) != 0) return errno;
   // Beside this name, else where the inode's record points (a hard link made in SOURCE).
-  // A sidecar found beside the name is also recorded on the inode (keep_inode_record).
+  // A sidecar found beside the name is also recorded on the inode (keep_inode_record) - not
+  // by a read-only mount, which changes nothing in SOURCE.
   std::optional<std::pair<descriptor, fd_t>> sidecar;
   if (S_ISREG(st.st_mode)) sidecar = sidecar_of(parent->fd(), n);
   if (sidecar) {
-    keep_inode_record(fd.get(), sidecar->second.get());
+    if (!read_only) keep_inode_record(fd.get(), sidecar->second.get());
   } else {
     sidecar = sidecar_by_record(fd.get(), st);
   }

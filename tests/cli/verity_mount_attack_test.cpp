@@ -661,8 +661,14 @@ TEST_F(MountAttack, AVerityFileWithoutARecordGetsOneWhenAMountSeesIt) {
   }
   // As a file enabled before the record existed.
   ASSERT_EQ(::removexattr((src_ / "old").c_str(), "trusted.quiesce.verity"), 0);
-  start();
+  // A read-only mount changes nothing in SOURCE: its lookup leaves no record.
+  start("-o ro");
   struct stat st {};
+  ASSERT_EQ(::stat((mnt_ / "old").c_str(), &st), 0) << std::strerror(errno);  // a lookup
+  stop();
+  EXPECT_LT(::getxattr((src_ / "old").c_str(), "trusted.quiesce.verity", record, sizeof record), 0)
+      << "a read-only mount wrote the inode record";
+  start();
   ASSERT_EQ(::stat((mnt_ / "old").c_str(), &st), 0) << std::strerror(errno);  // a lookup
   stop();
   EXPECT_GT(::getxattr((src_ / "old").c_str(), "trusted.quiesce.verity", record, sizeof record), 0)
