@@ -211,10 +211,13 @@ struct filesystem {
   int lookup(const std::shared_ptr<node>& parent, const char* name, std::shared_ptr<node>& out,
              struct stat& st);
   // Remembers the inode open at `path` (its O_PATH descriptor) as `parent`/`name`, in the
-  // verity state the sidecar `by_name` (if any) or the inode's known verity gives it.
+  // verity state the sidecar `by_name` (if any) or the inode's known verity gives it. Where
+  // `by_name` is new to the inode (the mount did not know the inode's verity, or knew
+  // another) and `now_known` is given, it gets a descriptor of that sidecar.
   std::shared_ptr<node> remember(fd_t path, const struct stat& st,
                                  const std::shared_ptr<node>& parent, const std::string& name,
-                                 std::optional<std::pair<descriptor, fd_t>> by_name);
+                                 std::optional<std::pair<descriptor, fd_t>> by_name,
+                                 fd_t* now_known = nullptr);
   void forget(fuse_ino_t id, std::uint64_t n);
   // Where a name moved (rename): nodes last seen under the old name follow it.
   void renamed(const std::shared_ptr<node>& parent, const std::string& name,
@@ -263,12 +266,34 @@ bool record_verity_on_inode(int data_fd, int sidecar_fd);
 // enabled before records existed, or by hand in SOURCE, gets one the first time a mount sees
 // it by that name, and its other names - hard links made in SOURCE - are verity files to
 // every mount from then on. Written only where it differs; silent where the source cannot
-// keep one.
+// keep one. A lookup calls it when the mount learns the inode's verity by that name (once
+// per mount and verity, not per lookup).
 void keep_inode_record(int path_fd, int sidecar_fd);
 // The sidecar of the file `name` in `dir_fd` (name + ".verity").
 std::optional<std::pair<descriptor, fd_t>> sidecar_of(int dir_fd, const std::string& name);
-// A name the mount keeps for itself: an existing sidecar.
+// A name the mount keeps for itself: an existing sidecar, or a kept one (below).
 bool is_hidden(int dir_fd, const std::string& name);
+
+// ---- a name that goes away: its sidecar (kept_sidecar.cpp) ------------------------------
+// fs-verity belongs to the inode: removing one name of a verity file (unlink, or a rename
+// over it) must not make its other names - hard links made in SOURCE, found through the
+// inode record - plain. So the sidecar beside a removed name is kept while the file has
+// other names and its record points to that sidecar: renamed, in the same directory, to
+// ".quiesce-kept.<inode number>.verity", a name the mount hides as it hides sidecars (and
+// that is never a sidecar beside a name). It is removed with the file's last name, where
+// that name is in the same directory (elsewhere it stays in SOURCE until removed by hand).
+std::string kept_sidecar_name(ino_t data_ino);
+bool is_kept_sidecar_name(const std::string& name);
+// What a regular file's name that is about to be removed leaves behind, taken before the
+// removal: the file (O_PATH) and the sidecar beside the name, if any.
+struct leaving_name {
+  fd_t data;    // none: not a regular file (or gone already)
+  fd_t beside;  // the sidecar beside the name (recognised as sidecar_of does), if any
+};
+leaving_name before_name_removed(int dir_fd, const std::string& name);
+// After `name` was removed from `dir_fd` (no-op if it still names the same file): its
+// sidecar kept or removed, and a kept sidecar here removed with the file's last name.
+void after_name_removed(int dir_fd, const std::string& name, const leaving_name& gone);
 
 // ---- the caller ------------------------------------------------------------------------
 

@@ -38,4 +38,8 @@ inline constexpr bool no_inode_record = QUIESCE_MUTANT(MOUNT_NO_INODE_RECORD);
 // made in SOURCE plain to a fresh mount)
 inline constexpr bool record_only_on_enable = QUIESCE_MUTANT(MOUNT_RECORD_ONLY_ON_ENABLE);
 
+// removing a name through the mount removes the sidecar beside it although the file keeps
+// other names (a hard link made in SOURCE then reads plain to a fresh mount)
+inline constexpr bool unlink_drops_sidecar = QUIESCE_MUTANT(MOUNT_UNLINK_DROPS_SIDECAR);
+
 }  // namespace quiesce::mount::detail::mutant

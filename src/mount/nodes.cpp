@@ -77,7 +77,8 @@ bool has_sidecar_suffix(const std::string& name) {
 }
 
 std::optional<std::pair<descriptor, fd_t>> sidecar_at(int dir_fd, const std::string& name) {
-  if (!has_sidecar_suffix(name)) return std::nullopt;
+  // A kept sidecar (kept_sidecar.cpp) lies beside no name.
+  if (!has_sidecar_suffix(name) || is_kept_sidecar_name(name)) return std::nullopt;
   // O_PATH first: only a regular file is ever opened for reading - a FIFO, a socket or a
   // device node put there under the name is never opened by root (opening a FIFO releases
   // a writer blocked on it; a device's open can act). O_NOFOLLOW: a symlink is not one.
@@ -114,7 +115,13 @@ std::optional<std::pair<descriptor, fd_t>> sidecar_of(int dir_fd, const std::str
 }
 
 bool is_hidden(int dir_fd, const std::string& name) {
-  return sidecar_at(dir_fd, name).has_value();
+  if (sidecar_at(dir_fd, name)) return true;
+  if (!is_kept_sidecar_name(name)) return false;
+  // A kept sidecar (kept_sidecar.cpp): a regular file recognised by its content.
+  const fd_t path(::openat(dir_fd, name.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC));
+  struct stat st {};
+  return path && ::fstat(path.get(), &st) == 0 && S_ISREG(st.st_mode) &&
+         open_sidecar(path.get()).has_value();
 }
 
 namespace {
@@ -164,23 +171,25 @@ int filesystem::lookup(const std::shared_ptr<node>& parent, const char* name,
   if (!fd) return errno;
   if (::fstatat(fd.get(), "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) != 0) return errno;
   // Beside this name, else where the inode's record points (a hard link made in SOURCE).
-  // A sidecar found beside the name is also recorded on the inode (keep_inode_record) - not
-  // by a read-only mount, which changes nothing in SOURCE.
   std::optional<std::pair<descriptor, fd_t>> sidecar;
   if (S_ISREG(st.st_mode)) sidecar = sidecar_of(parent->fd(), n);
-  if (sidecar) {
-    if (!read_only) keep_inode_record(fd.get(), sidecar->second.get());
-  } else {
-    sidecar = sidecar_by_record(fd.get(), st);
-  }
-  out = remember(std::move(fd), st, parent, n, std::move(sidecar));
+  const bool by_name = sidecar.has_value();
+  if (!by_name) sidecar = sidecar_by_record(fd.get(), st);
+  // A sidecar found beside the name that the mount did not know the inode to have is also
+  // recorded on the inode (keep_inode_record) - once per verity the mount learns, not per
+  // lookup; and not by a read-only mount, which changes nothing in SOURCE.
+  fd_t now_known;
+  out = remember(std::move(fd), st, parent, n, std::move(sidecar),
+                 by_name && !read_only ? &now_known : nullptr);
+  if (now_known) keep_inode_record(out->fd(), now_known.get());
   return 0;
 }
 
 std::shared_ptr<node> filesystem::remember(fd_t path, const struct stat& st,
                                            const std::shared_ptr<node>& parent,
                                            const std::string& name,
-                                           std::optional<std::pair<descriptor, fd_t>> by_name) {
+                                           std::optional<std::pair<descriptor, fd_t>> by_name,
+                                           fd_t* now_known) {
   std::shared_ptr<verified_file> dropped;  // an outdated verified_file, freed unlocked
   std::shared_ptr<identity> changed;       // its old nodes' pages dropped, unlocked
   // Once the table is released: no plain read of the inode may be between its check and
@@ -211,6 +220,7 @@ std::shared_ptr<node> filesystem::remember(fd_t path, const struct stat& st,
       // reads that check from now on read verified.
       who->desc = by_name->first;
       who->sidecar = std::move(by_name->second);
+      if (now_known) *now_known = fd_t(::fcntl(who->sidecar.get(), F_DUPFD_CLOEXEC, 0));
       if (!mutant::stale_tree) dropped = std::move(who->file);
       changed = who;
     }

@@ -287,13 +287,13 @@ void op_unlink(fuse_req_t req, fuse_ino_t parent, const char* name) {
   const auto dir = f.node_of(parent);
   if (!dir) return reply_err(req, ESTALE);
   if (is_hidden(dir->fd(), name)) return reply_err(req, ENOENT);
-  const bool had_sidecar = sidecar_of(dir->fd(), name).has_value();
+  const leaving_name gone = before_name_removed(dir->fd(), name);
   {
     as_caller who(req);
     if (::unlinkat(dir->fd(), name, 0) != 0) return reply_err(req, errno);
   }
-  // Its fs-verity metadata goes with the name (other names keep their own link of it).
-  if (had_sidecar) ::unlinkat(dir->fd(), (std::string(name) + sidecar_suffix).c_str(), 0);
+  // Its fs-verity metadata goes with the name, or is kept for the file's other names.
+  after_name_removed(dir->fd(), name, gone);
   fuse_reply_err(req, 0);
 }
 
@@ -331,6 +331,8 @@ void op_rename(fuse_req_t req, fuse_ino_t parent, const char* name, fuse_ino_t n
       (exchange && dst_verity && taken_by_other(*from, src_side))) {
     return reply_err(req, EEXIST);
   }
+  // The file a plain rename replaces: its sidecar goes, or is kept for its other names.
+  const leaving_name replaced = exchange ? leaving_name{} : before_name_removed(to->fd(), newname);
   {
     as_caller who(req);
     if (::renameat2(from->fd(), name, to->fd(), newname, flags) != 0) {
@@ -342,10 +344,11 @@ void op_rename(fuse_req_t req, fuse_ino_t parent, const char* name, fuse_ino_t n
     rc = ::renameat2(from->fd(), src_side.c_str(), to->fd(), dst_side.c_str(), RENAME_EXCHANGE);
   } else if (exchange && dst_verity) {
     rc = ::renameat(to->fd(), dst_side.c_str(), from->fd(), src_side.c_str());
+  } else if (!exchange) {
+    after_name_removed(to->fd(), newname, replaced);  // before a sidecar takes its place
+    if (src_verity) rc = ::renameat(from->fd(), src_side.c_str(), to->fd(), dst_side.c_str());
   } else if (src_verity) {
     rc = ::renameat(from->fd(), src_side.c_str(), to->fd(), dst_side.c_str());
-  } else if (dst_verity && !exchange) {
-    rc = ::unlinkat(to->fd(), dst_side.c_str(), 0);  // the replaced file's
   }
   if (rc != 0) {
     log(log_level::warning,

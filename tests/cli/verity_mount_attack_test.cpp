@@ -684,6 +684,67 @@ TEST_F(MountAttack, AVerityFileWithoutARecordGetsOneWhenAMountSeesIt) {
   stop();
 }
 
+// Removing, through the mount, the name a verity file's sidecar lies beside - an unlink, or a
+// rename over it - leaves the file's other names (hard links made in SOURCE) verity files
+// to a fresh mount: the sidecar is kept under a hidden name (kept_sidecar.cpp) while the
+// file has a name, and goes with the file's last one.
+TEST_F(MountAttack, RemovingTheSidecarsNameLeavesTheOtherNamesVerity) {
+  SKIP_UNLESS_FUSE();
+  write_random(src_ / "a", 40'000, 44);
+  write_random(src_ / "c", 20'000, 45);
+  start();
+  ASSERT_EQ(enable_path(mnt_ / "a"), 0);
+  ASSERT_EQ(enable_path(mnt_ / "c"), 0);
+  const std::string measured_a = shell2("fsverity measure " + (mnt_ / "a").string()).out;
+  const std::string measured_c = shell2("fsverity measure " + (mnt_ / "c").string()).out;
+  stop();
+  char record[256];
+  if (::getxattr((src_ / "a").c_str(), "trusted.quiesce.verity", record, sizeof record) < 0) {
+    GTEST_SKIP() << "this filesystem keeps no inode record (" << std::strerror(errno) << ")";
+  }
+  ASSERT_EQ(::link((src_ / "a").c_str(), (src_ / "b").c_str()), 0);
+  ASSERT_EQ(::link((src_ / "c").c_str(), (src_ / "d").c_str()), 0);
+  write_random(src_ / "e", 1'000, 46);
+  auto kept_in_source = [&] {
+    std::vector<std::string> kept;
+    for (const auto& entry : fs::directory_iterator(src_)) {
+      const std::string name = entry.path().filename().string();
+      if (name.rfind(".quiesce-kept.", 0) == 0) kept.push_back(name);
+    }
+    return kept;
+  };
+  start();
+  ASSERT_EQ(::unlink((mnt_ / "a").c_str()), 0) << std::strerror(errno);
+  ASSERT_EQ(::rename((mnt_ / "e").c_str(), (mnt_ / "c").c_str()), 0) << std::strerror(errno);
+  for (const auto& entry : fs::directory_iterator(mnt_)) {
+    EXPECT_EQ(entry.path().filename().string().rfind(".quiesce-kept.", 0), std::string::npos)
+        << "the mount lists its kept sidecar " << entry.path();
+  }
+  EXPECT_EQ(kept_in_source().size(), 2u);
+  for (const std::string& kept : kept_in_source()) {
+    EXPECT_NE(::unlink((mnt_ / kept).c_str()), 0) << "a kept sidecar removed through the mount";
+    EXPECT_EQ(errno, ENOENT);
+  }
+  stop();
+  start();
+  for (const auto& [name, measured] : {std::pair{"b", measured_a}, std::pair{"d", measured_c}}) {
+    SCOPED_TRACE(name);
+    const fs::path through = mnt_ / name;
+    EXPECT_EQ(shell2("fsverity measure " + through.string()).out.substr(0, 71),
+              measured.substr(0, 71))
+        << "the other name is not a verity file to a fresh mount";
+    EXPECT_LT(::open(through.c_str(), O_WRONLY), 0);
+    EXPECT_EQ(errno, EPERM);
+  }
+  EXPECT_NE(shell2("fsverity measure " + (mnt_ / "c").string()).code, 0)
+      << "the file renamed over a verity name took its verity";
+  // The last names go: so do the kept sidecars.
+  ASSERT_EQ(::unlink((mnt_ / "b").c_str()), 0) << std::strerror(errno);
+  ASSERT_EQ(::unlink((mnt_ / "d").c_str()), 0) << std::strerror(errno);
+  stop();
+  EXPECT_TRUE(kept_in_source().empty()) << kept_in_source().front();
+}
+
 // The source's own inode flags show through the mount (lsattr: FS_IOC_GETFLAGS), and an
 // append-only file cannot be enabled (EPERM, the kernel's IS_APPEND check, after EBADF and
 // before EISDIR); FS_IOC_READ_VERITY_METADATA on a file that is not verity is ENODATA.
