@@ -261,6 +261,10 @@ std::optional<std::pair<descriptor, fd_t>> sidecar_by_record(int path_fd, const 
 // cannot (no trusted.* attributes on the source's filesystem, no file handles it can
 // decode, not root) - the sidecar beside the name still works there.
 bool record_verity_on_inode(int data_fd, int sidecar_fd);
+// Whether the source can keep an inode record for the file `path_fd` (O_PATH, regular):
+// trusted.* attributes, and file handles this daemon can decode. What an enable of a file
+// with more than one name needs (ops_verity.cpp).
+bool can_keep_inode_record(int path_fd);
 // Makes the inode record of the file `path_fd` (O_PATH, a regular file) point to
 // `sidecar_fd`, the sidecar found beside one of its names, where it does not already: a file
 // enabled before records existed, or by hand in SOURCE, gets one the first time a mount sees

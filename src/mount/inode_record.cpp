@@ -85,6 +85,24 @@ bool write_record(int data_fd, const std::vector<unsigned char>& value) {
 
 }  // namespace
 
+bool can_keep_inode_record(int path_fd) {
+  const std::string path = proc_path(path_fd);
+  unsigned char held[sizeof(record_head) + max_handle_bytes];
+  if (::getxattr(path.c_str(), record_xattr, held, sizeof held) < 0 && errno != ENODATA &&
+      errno != ERANGE) {
+    return false;  // no trusted.* attributes here
+  }
+  // A handle of the file itself, decoded again: a record's handle would be one of the same
+  // filesystem (the sidecar lies in the same directory).
+  std::vector<unsigned char> storage(sizeof(file_handle) + max_handle_bytes);
+  auto* fh = reinterpret_cast<file_handle*>(storage.data());
+  fh->handle_bytes = max_handle_bytes;
+  int mount_id = 0;
+  if (::name_to_handle_at(path_fd, "", fh, &mount_id, AT_EMPTY_PATH) != 0) return false;
+  const fd_t anchor(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
+  return anchor && fd_t(::open_by_handle_at(anchor.get(), fh, O_PATH | O_CLOEXEC));
+}
+
 bool record_verity_on_inode(int data_fd, int sidecar_fd) {
   const std::vector<unsigned char> value = record_value(sidecar_fd);
   return !value.empty() && write_record(data_fd, value);

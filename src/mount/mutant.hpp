@@ -42,4 +42,8 @@ inline constexpr bool record_only_on_enable = QUIESCE_MUTANT(MOUNT_RECORD_ONLY_O
 // other names (a hard link made in SOURCE then reads plain to a fresh mount)
 inline constexpr bool unlink_drops_sidecar = QUIESCE_MUTANT(MOUNT_UNLINK_DROPS_SIDECAR);
 
+// a file with several names is enabled where no inode record can be kept (its other names
+// then read plain)
+inline constexpr bool several_names_unrecorded = QUIESCE_MUTANT(MOUNT_SEVERAL_NAMES_UNRECORDED);
+
 }  // namespace quiesce::mount::detail::mutant

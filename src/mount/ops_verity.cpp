@@ -106,6 +106,19 @@ struct pending_sidecar {
   }
 };
 
+// Removes the sidecar an enable placed beside `name` in `dir_fd` (the file `sidecar_fd`),
+// if that name still holds it.
+void take_back(int dir_fd, const std::string& name, int sidecar_fd) {
+  struct stat mine {};
+  struct stat placed {};
+  const std::string side = name + sidecar_suffix;
+  if (::fstat(sidecar_fd, &mine) == 0 &&
+      ::fstatat(dir_fd, side.c_str(), &placed, AT_SYMLINK_NOFOLLOW) == 0 &&
+      placed.st_dev == mine.st_dev && placed.st_ino == mine.st_ino) {
+    ::unlinkat(dir_fd, side.c_str(), 0);
+  }
+}
+
 // Whether the inode `path_fd` holds (O_PATH) is append-only (chattr +a).
 bool is_append_only(int path_fd) {
   struct statx sx {};
@@ -138,10 +151,17 @@ int build_and_place(fuse_req_t req, filesystem& f, node& n, const fsverity_enabl
   prm.salt.assign(salt, salt + arg.salt_size);
   struct stat st {};
   if (::fstat(n.fd(), &st) != 0) return errno;
-  // One name only: the sidecar lives beside it (verity is the inode's, every name of it a
-  // verity file; links made through the mount afterwards get their own link of it).
-  if (st.st_nlink > 1) {
-    warn(fmt::format("inode {}: {} links; enable a file with one name", id.ino, st.st_nlink));
+  // The sidecar lives beside this name (links made through the mount afterwards get their
+  // own link of it); the file's other names reach it only through the inode record. So a
+  // file with more than one name is enabled only where the source keeps records - and only
+  // if the record is then written (below) - else EMLINK: a name that could not find the
+  // sidecar would read plain, and take writers.
+  const bool several_names = st.st_nlink > 1 && !mutant::several_names_unrecorded;
+  if (several_names && !can_keep_inode_record(n.fd())) {
+    warn(
+        fmt::format("inode {}: {} links, and no inode record can be kept here; enable a file "
+                    "with one name",
+                    id.ino, st.st_nlink));
     return EMLINK;
   }
   if (level0_over_cap(static_cast<std::uint64_t>(st.st_size), arg.block_size, prm.alg)) {
@@ -215,20 +235,19 @@ int build_and_place(fuse_req_t req, filesystem& f, node& n, const fsverity_enabl
     // A rename between that check and the link left it beside the old name: taken back.
     if (::fstatat(parent->fd(), name.c_str(), &at, AT_SYMLINK_NOFOLLOW) != 0 ||
         at.st_dev != id.dev || at.st_ino != id.ino) {
-      struct stat mine {};
-      struct stat placed {};
-      const std::string side_now = name + sidecar_suffix;
-      if (::fstat(pending.fd.get(), &mine) == 0 &&
-          ::fstatat(parent->fd(), side_now.c_str(), &placed, AT_SYMLINK_NOFOLLOW) == 0 &&
-          placed.st_dev == mine.st_dev && placed.st_ino == mine.st_ino) {
-        ::unlinkat(parent->fd(), side_now.c_str(), 0);
-      }
+      take_back(parent->fd(), name, pending.fd.get());
       return ESTALE;
     }
     // The inode's own record of it, so that its other names - a hard link made in SOURCE
     // later, a mount started later - find it too (inode_record.cpp). Where the source
-    // cannot keep one, the sidecar beside the name still does for that name.
-    (void)record_verity_on_inode(data.get(), pending.fd.get());
+    // cannot keep one, the sidecar beside the name still does for that name - unless the
+    // file has other names already: then the enable is undone (EMLINK, as above).
+    if (!record_verity_on_inode(data.get(), pending.fd.get()) && several_names) {
+      take_back(parent->fd(), name, pending.fd.get());
+      warn(fmt::format("inode {}: {} links, and its inode record could not be written", id.ino,
+                       st.st_nlink));
+      return EMLINK;
+    }
     fd_t kept(::fcntl(pending.fd.get(), F_DUPFD_CLOEXEC, 0));
     if (!kept) return errno;
     // Published with no plain read between its check and its reply.

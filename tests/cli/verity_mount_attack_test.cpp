@@ -551,12 +551,10 @@ TEST_F(MountAttack, AKeptTreeServesOnlyItsDescriptor) {
 }
 
 // A second name of a verity file is a verity file; a source-side hard link too, once the
-// mount knows the inode; and a file with two names cannot be enabled.
+// mount knows the inode.
 TEST_F(MountAttack, HardLinksOfAVerityFileAreImmutable) {
   SKIP_UNLESS_FUSE();
   write_random(src_ / "v", 50'000, 3);
-  write_random(src_ / "two", 50'000, 4);
-  ASSERT_EQ(::link((src_ / "two").c_str(), (src_ / "two-b").c_str()), 0);
   start();
   ASSERT_EQ(enable_path(mnt_ / "v"), 0);
   ASSERT_EQ(::link((mnt_ / "v").c_str(), (mnt_ / "v2").c_str()), 0) << std::strerror(errno);
@@ -569,7 +567,82 @@ TEST_F(MountAttack, HardLinksOfAVerityFileAreImmutable) {
                                                          "for writing";
   EXPECT_EQ(errno, EPERM);
   EXPECT_TRUE(slurp(mnt_ / "v3") == slurp(src_ / "v"));
+}
+
+// A file that has several names already is enabled through any of them where the source
+// keeps inode records - its other names, in other directories too, reach the sidecar
+// through the record: verity files to this mount and to a fresh one, refusing writers, and
+// still after the name the sidecar lies beside is removed - as the kernel enables a file
+// whatever its link count. Where no record can be kept it is EMLINK: a name that could not
+// find the sidecar would read plain and take writers.
+TEST_F(MountAttack, AFileWithSeveralNamesIsEnabledWhereRecordsAreKept) {
+  SKIP_UNLESS_FUSE();
+  write_random(src_ / "two", 50'000, 4);
+  fs::create_directory(src_ / "elsewhere");
+  ASSERT_EQ(::link((src_ / "two").c_str(), (src_ / "two-b").c_str()), 0);
+  ASSERT_EQ(::link((src_ / "two").c_str(), (src_ / "elsewhere" / "two-c").c_str()), 0);
+  start();
+  const int err = enable_path(mnt_ / "two");
+  char record[256];
+  if (::getxattr((src_ / "two").c_str(), "trusted.quiesce.verity", record, sizeof record) < 0 &&
+      errno != ENODATA) {
+    EXPECT_EQ(err, EMLINK) << "a file with three names enabled where no record can be kept";
+    EXPECT_FALSE(fs::exists(src_ / "two.verity"));
+    return;
+  }
+  ASSERT_EQ(err, 0) << std::strerror(err);
+  const std::string measured = shell2("fsverity measure " + (mnt_ / "two").string()).out;
+  ASSERT_EQ(measured.rfind("sha256:", 0), 0u) << measured;
+  EXPECT_EQ(enable_path(mnt_ / "two-b"), EEXIST) << "enabled twice through another name";
+  auto every_name_is_the_file = [&](const char* when) {
+    SCOPED_TRACE(when);
+    for (const fs::path& name : {fs::path("two-b"), fs::path("elsewhere") / "two-c"}) {
+      SCOPED_TRACE(name.string());
+      EXPECT_EQ(shell2("fsverity measure " + (mnt_ / name).string()).out.substr(0, 71),
+                measured.substr(0, 71));
+      EXPECT_LT(::open((mnt_ / name).c_str(), O_WRONLY), 0);
+      EXPECT_EQ(errno, EPERM);
+    }
+  };
+  every_name_is_the_file("the mount that enabled it");
+  stop();
+  start();
+  every_name_is_the_file("a fresh mount");
+  ASSERT_EQ(::unlink((mnt_ / "two").c_str()), 0) << std::strerror(errno);
+  stop();
+  start();
+  every_name_is_the_file("a fresh mount, after the sidecar's name was removed");
+  stop();
+}
+
+// Where the source cannot keep an inode record, a file with several names is EMLINK and
+// leaves no sidecar: here SOURCE is a ramfs, which has no extended attributes.
+TEST_F(MountAttack, AFileWithSeveralNamesIsEmlinkWhereNoRecordCanBeKept) {
+  SKIP_UNLESS_FUSE();
+  if (shell2("mount -t ramfs quiesce-test " + src_.string()).code != 0) {
+    GTEST_SKIP() << "cannot mount a ramfs here";
+  }
+  struct unmount {
+    fs::path at;
+    ~unmount() { shell2("umount " + at.string()); }
+  } unmount_src{src_};
+  ::chmod(src_.c_str(), 0755);
+  write_random(src_ / "two", 20'000, 5);
+  ASSERT_EQ(::link((src_ / "two").c_str(), (src_ / "two-b").c_str()), 0);
+  write_random(src_ / "one", 20'000, 6);
+  start();
   EXPECT_EQ(enable_path(mnt_ / "two"), EMLINK);
+  EXPECT_FALSE(fs::exists(src_ / "two.verity")) << "an EMLINK enable left its sidecar";
+  EXPECT_NE(shell2("fsverity measure " + (mnt_ / "two-b").string()).code, 0);
+  const int writer = ::open((mnt_ / "two-b").c_str(), O_WRONLY);
+  EXPECT_GE(writer, 0) << "the plain file refuses writers: " << std::strerror(errno);
+  if (writer >= 0) ::close(writer);
+  // A file with one name is enabled there all the same: its sidecar lies beside it.
+  EXPECT_EQ(enable_path(mnt_ / "one"), 0);
+  EXPECT_TRUE(fs::exists(src_ / "one.verity"));
+  stop();
+  for (const auto& entry : fs::directory_iterator(src_))
+    fs::remove(entry.path());
 }
 
 // A hard link made in SOURCE to a verity file is a verity file to a mount that has never
