@@ -53,42 +53,60 @@ class VerityMount : public quiesce::test::MountFixture {};
 // digest`, for sizes, both algorithms, block sizes and salts; the bytes read are the file's.
 TEST_F(VerityMount, MeasureIsTheDigestOfEveryParameterSet) {
   SKIP_UNLESS_FUSE();
-  struct file_case {
-    std::string name;
-    std::size_t size;
+  // Per parameter set, one file of each size; the digest and measure commands take them
+  // all at once (one line per file, in order), so each set costs one process of each.
+  struct parameter_set {
     std::string options;  // fsverity-utils' spelling, accepted by quiesce verity enable too
+    std::vector<std::string> files;
   };
-  std::vector<file_case> cases;
+  std::vector<parameter_set> sets;
   int n = 0;
-  for (std::size_t size :
-       {std::size_t{1}, std::size_t{4096}, std::size_t{100'000}, std::size_t{(1 << 20) + 7}}) {
-    for (const char* alg : {"sha256", "sha512"}) {
-      for (const char* bs : {"1024", "4096", "65536"}) {
-        for (const char* salt : {"", "--salt 00ab12"}) {
-          cases.push_back({"f" + std::to_string(n++), size,
-                           std::string("--hash-alg ") + alg + " --block-size " + bs + " " + salt});
+  for (const char* alg : {"sha256", "sha512"}) {
+    for (const char* bs : {"1024", "4096", "65536"}) {
+      for (const char* salt : {"", "--salt 00ab12"}) {
+        parameter_set set{std::string("--hash-alg ") + alg + " --block-size " + bs + " " + salt,
+                          {}};
+        for (std::size_t size : {std::size_t{1}, std::size_t{4096}, std::size_t{100'000},
+                                 std::size_t{(1 << 20) + 7}}) {
+          const std::string name = "f" + std::to_string(n++);
+          write_random(src_ / name, size, static_cast<unsigned>(n));
+          const result en = shell(std::string(QUIESCE_CLI) + " verity enable " +
+                                  (src_ / name).string() + " " + set.options);
+          ASSERT_EQ(en.code, 0) << en.out;
+          set.files.push_back(name);
         }
+        sets.push_back(std::move(set));
       }
     }
   }
-  for (std::size_t i = 0; i < cases.size(); ++i) {
-    write_random(src_ / cases[i].name, cases[i].size, static_cast<unsigned>(i));
-    const result en = shell(std::string(QUIESCE_CLI) + " verity enable " +
-                            (src_ / cases[i].name).string() + " " + cases[i].options);
-    ASSERT_EQ(en.code, 0) << en.out;
-  }
   start();
-  for (const file_case& c : cases) {
-    const result measured = shell("fsverity measure " + (mnt_ / c.name).string());
-    const result digest = shell("fsverity digest " + (src_ / c.name).string() + " " + c.options);
-    const result ours = shell(std::string(QUIESCE_CLI) + " verity digest " +
-                              (src_ / c.name).string() + " " + c.options);
-    ASSERT_EQ(measured.code, 0) << c.name << ": " << measured.out;
+  // The first word of each line of `out`.
+  auto first_words = [](const std::string& out) {
+    std::vector<std::string> words;
+    std::istringstream lines(out);
+    for (std::string line; std::getline(lines, line);)
+      words.push_back(line.substr(0, line.find(' ')));
+    return words;
+  };
+  for (const parameter_set& set : sets) {
+    std::string in_mount, in_source;
+    for (const std::string& name : set.files) {
+      in_mount += " " + (mnt_ / name).string();
+      in_source += " " + (src_ / name).string();
+    }
+    const result measured = shell("fsverity measure" + in_mount);
+    const result digest = shell("fsverity digest" + in_source + " " + set.options);
+    const result ours =
+        shell(std::string(QUIESCE_CLI) + " verity digest" + in_source + " " + set.options);
+    ASSERT_EQ(measured.code, 0) << set.options << ": " << measured.out;
     ASSERT_EQ(digest.code, 0) << digest.out;
-    const std::string hex = digest.out.substr(0, digest.out.find(' '));
-    EXPECT_EQ(measured.out.substr(0, measured.out.find(' ')), hex) << c.name << " " << c.options;
-    EXPECT_EQ(ours.out.substr(0, ours.out.find(' ')), hex) << c.name << " " << c.options;
-    EXPECT_TRUE(slurp(mnt_ / c.name) == slurp(src_ / c.name)) << c.name << ": the bytes differ";
+    ASSERT_EQ(ours.code, 0) << ours.out;
+    const std::vector<std::string> want = first_words(digest.out);
+    ASSERT_EQ(want.size(), set.files.size()) << digest.out;
+    EXPECT_EQ(first_words(measured.out), want) << set.options;
+    EXPECT_EQ(first_words(ours.out), want) << set.options;
+    for (const std::string& name : set.files)
+      EXPECT_TRUE(slurp(mnt_ / name) == slurp(src_ / name)) << name << ": the bytes differ";
   }
 }
 
