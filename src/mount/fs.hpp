@@ -212,8 +212,9 @@ struct filesystem {
              struct stat& st);
   // Remembers the inode open at `path` (its O_PATH descriptor) as `parent`/`name`, in the
   // verity state the sidecar `by_name` (if any) or the inode's known verity gives it. Where
-  // `by_name` is new to the inode (the mount did not know the inode's verity, or knew
-  // another) and `now_known` is given, it gets a descriptor of that sidecar.
+  // `by_name` is new to the inode (the mount did not know the inode's verity, knew another,
+  // or knew it from another sidecar file) and `now_known` is given, it gets a descriptor of
+  // that sidecar.
   std::shared_ptr<node> remember(fd_t path, const struct stat& st,
                                  const std::shared_ptr<node>& parent, const std::string& name,
                                  std::optional<std::pair<descriptor, fd_t>> by_name,
@@ -283,10 +284,11 @@ bool is_hidden(int dir_fd, const std::string& name);
 // over it) must not make its other names - hard links made in SOURCE, found through the
 // inode record - plain. So the sidecar beside a removed name is kept while the file has
 // other names and its record points to that sidecar: renamed, in the same directory, to
-// ".quiesce-kept.<inode number>.verity", a name the mount hides as it hides sidecars (and
-// that is never a sidecar beside a name). It is removed with the file's last name, where
-// that name is in the same directory (elsewhere it stays in SOURCE until removed by hand).
-std::string kept_sidecar_name(ino_t data_ino);
+// ".quiesce-kept.<16 random hex digits>.verity-kept" (never over an existing name), a name
+// the mount hides as it hides sidecars and that no data file's sidecar name can be. It is
+// removed with the file's last name where that name is in the same directory (elsewhere it
+// stays in SOURCE until removed by hand, and its directory cannot be removed through the
+// mount meanwhile: ENOTEMPTY).
 bool is_kept_sidecar_name(const std::string& name);
 // What a regular file's name that is about to be removed leaves behind, taken before the
 // removal: the file (O_PATH) and the sidecar beside the name, if any.

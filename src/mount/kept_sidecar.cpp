@@ -8,6 +8,7 @@
 // the removed name (sidecar_of: a regular file, the data's owner's, recognised by content)
 // or as the one the inode record points to, and only within the directory the caller just
 // changed - as removing the sidecar beside an unlinked name always did.
+#include <dirent.h>
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <sys/stat.h>
@@ -16,6 +17,9 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <random>
+#include <string>
+#include <vector>
 
 #include "fs.hpp"
 #include "mutant.hpp"
@@ -25,7 +29,12 @@ namespace quiesce::mount::detail {
 
 namespace {
 
+// ".quiesce-kept." + 16 hex digits (random) + ".verity-kept": unpredictable, so that no user
+// can take a kept sidecar's name before the daemon does; and not ending in ".verity", so that
+// no data file's sidecar name is ever a kept sidecar's.
 constexpr const char* kept_prefix = ".quiesce-kept.";
+constexpr const char* kept_suffix = ".verity-kept";
+constexpr std::size_t kept_digits = 16;
 
 bool same_inode(int fd, const struct stat& other) {
   struct stat st {};
@@ -37,21 +46,67 @@ bool names_remain(const struct stat& st) {
   return st.st_nlink > 0;
 }
 
-}  // namespace
-
-std::string kept_sidecar_name(ino_t data_ino) {
-  return fmt::format("{}{}{}", kept_prefix, static_cast<unsigned long long>(data_ino),
-                     sidecar_suffix);
+std::string new_kept_name() {
+  std::random_device rd;
+  const std::uint64_t r = (static_cast<std::uint64_t>(rd()) << 32) | rd();
+  return fmt::format("{}{:016x}{}", kept_prefix, r, kept_suffix);
 }
+
+// Renames the sidecar `side` in `dir_fd` to a new kept name (never over an existing one).
+bool keep(int dir_fd, const std::string& side) {
+  for (int tries = 0; tries < 8; ++tries) {
+    if (::renameat2(dir_fd, side.c_str(), dir_fd, new_kept_name().c_str(), RENAME_NOREPLACE) == 0) {
+      return true;
+    }
+    if (errno != EEXIST) return false;
+  }
+  return false;
+}
+
+// Removes, in `dir_fd`, every kept name of the sidecar `sidecar` (its inode).
+void drop_kept(int dir_fd, const struct stat& sidecar) {
+  fd_t copy(::openat(dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!copy) return;
+  DIR* dp = ::fdopendir(copy.get());
+  if (!dp) return;
+  copy.release();
+  std::vector<std::string> names;
+  while (const dirent* e = ::readdir(dp)) {
+    if (is_kept_sidecar_name(e->d_name)) names.emplace_back(e->d_name);
+  }
+  ::closedir(dp);
+  for (const std::string& name : names) {
+    struct stat there {};
+    if (::fstatat(dir_fd, name.c_str(), &there, AT_SYMLINK_NOFOLLOW) == 0 &&
+        there.st_dev == sidecar.st_dev && there.st_ino == sidecar.st_ino) {
+      ::unlinkat(dir_fd, name.c_str(), 0);
+    }
+  }
+}
+
+// Whether the file's other names reach the sidecar beside the removed name through the
+// inode record: it points there - or it resolves to nothing (its sidecar replaced by a copy
+// in SOURCE since, or no record yet) and is written now to point there.
+bool reached_by_record(const leaving_name& gone, bool has_recorded, const struct stat& recorded) {
+  if (has_recorded) return same_inode(gone.beside.get(), recorded);
+  if (mutant::record_not_repaired) return false;
+  const fd_t data(
+      ::open(proc_path(gone.data.get()).c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
+  return data && record_verity_on_inode(data.get(), gone.beside.get());
+}
+
+}  // namespace
 
 bool is_kept_sidecar_name(const std::string& name) {
   const std::size_t p = std::strlen(kept_prefix);
-  const std::size_t s = std::strlen(sidecar_suffix);
-  if (name.size() <= p + s || name.compare(0, p, kept_prefix) != 0 || !has_sidecar_suffix(name)) {
+  const std::size_t s = std::strlen(kept_suffix);
+  if (name.size() != p + kept_digits + s || name.compare(0, p, kept_prefix) != 0 ||
+      name.compare(p + kept_digits, s, kept_suffix) != 0) {
     return false;
   }
-  for (std::size_t i = p; i < name.size() - s; ++i) {
-    if (name[i] < '0' || name[i] > '9') return false;
+  for (std::size_t i = p; i < p + kept_digits; ++i) {
+    const char c = name[i];
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
   }
   return true;
 }
@@ -79,39 +134,25 @@ void after_name_removed(int dir_fd, const std::string& name, const leaving_name&
     }
   }
   const std::string side = name + sidecar_suffix;
-  const std::string kept = kept_sidecar_name(st.st_ino);
+  if (names_remain(st) && !gone.beside) return;  // the sidecar lies beside another name
   // The sidecar the file's other names reach (none without a record: then they cannot).
   const auto recorded = sidecar_by_record(gone.data.get(), st);
   struct stat recorded_st {};
   const bool has_recorded = recorded && ::fstat(recorded->second.get(), &recorded_st) == 0;
   if (names_remain(st)) {
-    if (!gone.beside) return;  // a name without one: the sidecar lies beside another
-    if (!mutant::unlink_drops_sidecar && has_recorded &&
-        same_inode(gone.beside.get(), recorded_st)) {
-      if (::renameat2(dir_fd, side.c_str(), dir_fd, kept.c_str(), RENAME_NOREPLACE) == 0) return;
-      const int err = errno;
-      // Kept already (the same sidecar, linked beside another name since), or the name is
-      // taken by a file the daemon did not make: the file's other names lose their verity
-      // only in the second case.
-      struct stat there {};
-      if (::fstatat(dir_fd, kept.c_str(), &there, AT_SYMLINK_NOFOLLOW) != 0 ||
-          there.st_dev != recorded_st.st_dev || there.st_ino != recorded_st.st_ino) {
-        log(log_level::warning,
-            fmt::format("quiesce verity mount: cannot keep the sidecar of a removed name of "
-                        "inode {} (its other names lose their verity): {}",
-                        static_cast<unsigned long long>(st.st_ino), std::strerror(err)));
-      }
+    if (!mutant::unlink_drops_sidecar && reached_by_record(gone, has_recorded, recorded_st)) {
+      if (keep(dir_fd, side)) return;
+      log(log_level::warning,
+          fmt::format("quiesce verity mount: cannot keep the sidecar of a removed name of "
+                      "inode {} (its other names lose their verity): {}",
+                      static_cast<unsigned long long>(st.st_ino), std::strerror(errno)));
     }
     ::unlinkat(dir_fd, side.c_str(), 0);
     return;
   }
-  // The last name: the sidecar beside it, and a kept one here, go with the file.
+  // The last name: the sidecar beside it, and its kept names here, go with the file.
   if (gone.beside) ::unlinkat(dir_fd, side.c_str(), 0);
-  struct stat there {};
-  if (has_recorded && ::fstatat(dir_fd, kept.c_str(), &there, AT_SYMLINK_NOFOLLOW) == 0 &&
-      there.st_dev == recorded_st.st_dev && there.st_ino == recorded_st.st_ino) {
-    ::unlinkat(dir_fd, kept.c_str(), 0);
-  }
+  if (has_recorded) drop_kept(dir_fd, recorded_st);
 }
 
 }  // namespace quiesce::mount::detail

@@ -46,4 +46,8 @@ inline constexpr bool unlink_drops_sidecar = QUIESCE_MUTANT(MOUNT_UNLINK_DROPS_S
 // then read plain)
 inline constexpr bool several_names_unrecorded = QUIESCE_MUTANT(MOUNT_SEVERAL_NAMES_UNRECORDED);
 
+// removing a verity name whose inode record resolves to nothing (its sidecar replaced by a
+// copy in SOURCE) drops the sidecar instead of recording and keeping it
+inline constexpr bool record_not_repaired = QUIESCE_MUTANT(MOUNT_RECORD_NOT_REPAIRED);
+
 }  // namespace quiesce::mount::detail::mutant

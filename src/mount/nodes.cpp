@@ -77,8 +77,7 @@ bool has_sidecar_suffix(const std::string& name) {
 }
 
 std::optional<std::pair<descriptor, fd_t>> sidecar_at(int dir_fd, const std::string& name) {
-  // A kept sidecar (kept_sidecar.cpp) lies beside no name.
-  if (!has_sidecar_suffix(name) || is_kept_sidecar_name(name)) return std::nullopt;
+  if (!has_sidecar_suffix(name)) return std::nullopt;
   // O_PATH first: only a regular file is ever opened for reading - a FIFO, a socket or a
   // device node put there under the name is never opened by root (opening a FIFO releases
   // a writer blocked on it; a device's open can act). O_NOFOLLOW: a symlink is not one.
@@ -125,6 +124,13 @@ bool is_hidden(int dir_fd, const std::string& name) {
 }
 
 namespace {
+
+bool same_file(int a, int b) {
+  struct stat sa {};
+  struct stat sb {};
+  return ::fstat(a, &sa) == 0 && ::fstat(b, &sb) == 0 && sa.st_dev == sb.st_dev &&
+         sa.st_ino == sb.st_ino;
+}
 
 std::string key_of(dev_t dev, ino_t ino, const std::optional<descriptor>& desc) {
   std::string k = fmt::format("{}:{}", dev, ino);
@@ -175,9 +181,10 @@ int filesystem::lookup(const std::shared_ptr<node>& parent, const char* name,
   if (S_ISREG(st.st_mode)) sidecar = sidecar_of(parent->fd(), n);
   const bool by_name = sidecar.has_value();
   if (!by_name) sidecar = sidecar_by_record(fd.get(), st);
-  // A sidecar found beside the name that the mount did not know the inode to have is also
-  // recorded on the inode (keep_inode_record) - once per verity the mount learns, not per
-  // lookup; and not by a read-only mount, which changes nothing in SOURCE.
+  // A sidecar found beside the name that the mount did not know the inode to have (or not
+  // this sidecar file) is also recorded on the inode (keep_inode_record) - once per sidecar
+  // the mount learns, not per lookup; and not by a read-only mount, which changes nothing in
+  // SOURCE.
   fd_t now_known;
   out = remember(std::move(fd), st, parent, n, std::move(sidecar),
                  by_name && !read_only ? &now_known : nullptr);
@@ -223,6 +230,10 @@ std::shared_ptr<node> filesystem::remember(fd_t path, const struct stat& st,
       if (now_known) *now_known = fd_t(::fcntl(who->sidecar.get(), F_DUPFD_CLOEXEC, 0));
       if (!mutant::stale_tree) dropped = std::move(who->file);
       changed = who;
+    } else if (by_name && now_known && !same_file(who->sidecar.get(), by_name->second.get())) {
+      // The same verity under another sidecar file (an identical copy put in its place): the
+      // inode's record is pointed at the one beside the name now.
+      *now_known = std::move(by_name->second);
     }
     desc = who->desc;
   }

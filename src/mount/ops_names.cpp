@@ -439,7 +439,7 @@ void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char* name) {
 
 namespace {
 
-// Reads the entries of `d` (from the start), sidecars left out.
+// Reads the entries of `d` (from the start), sidecars (kept ones too) left out.
 int list(dir_handle& d) {
   d.entries.clear();
   fd_t copy(::openat(d.fd.get(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
@@ -449,7 +449,9 @@ int list(dir_handle& d) {
   copy.release();
   while (const dirent* e = ::readdir(dp)) {
     const std::string name = e->d_name;
-    if (has_sidecar_suffix(name) && is_hidden(d.fd.get(), name)) continue;
+    if ((has_sidecar_suffix(name) || is_kept_sidecar_name(name)) && is_hidden(d.fd.get(), name)) {
+      continue;
+    }
     d.entries.push_back({name, static_cast<mode_t>(DTTOIF(e->d_type)), e->d_ino ? e->d_ino : 1});
   }
   ::closedir(dp);

@@ -818,6 +818,48 @@ TEST_F(MountAttack, RemovingTheSidecarsNameLeavesTheOtherNamesVerity) {
   EXPECT_TRUE(kept_in_source().empty()) << kept_in_source().front();
 }
 
+// A sidecar replaced in SOURCE by an identical copy (a restore, cp + mv) while the mount
+// knows the file: the inode record points to a removed file then, and a removal of the
+// sidecar's name through the mount writes it anew for the copy and keeps the copy, so the
+// file's other name stays verity to a fresh mount. The kept sidecar's name is not one a
+// user can guess (random), nor a sidecar's name (it does not end in ".verity").
+TEST_F(MountAttack, ASidecarReplacedByACopyIsKeptForTheOtherNames) {
+  SKIP_UNLESS_FUSE();
+  write_random(src_ / "a", 30'000, 48);
+  start();
+  ASSERT_EQ(enable_path(mnt_ / "a"), 0);
+  const std::string measured = shell2("fsverity measure " + (mnt_ / "a").string()).out;
+  char record[256];
+  if (::getxattr((src_ / "a").c_str(), "trusted.quiesce.verity", record, sizeof record) < 0) {
+    GTEST_SKIP() << "this filesystem keeps no inode record (" << std::strerror(errno) << ")";
+  }
+  ASSERT_EQ(::link((src_ / "a").c_str(), (src_ / "b").c_str()), 0);
+  struct stat st {};
+  ASSERT_EQ(::stat((mnt_ / "b").c_str(), &st), 0);
+  fs::copy_file(src_ / "a.verity", src_ / "copy");
+  fs::rename(src_ / "copy", src_ / "a.verity");
+  ASSERT_EQ(::unlink((mnt_ / "a").c_str()), 0) << std::strerror(errno);
+  stop();
+  std::vector<std::string> kept;
+  for (const auto& entry : fs::directory_iterator(src_)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind(".quiesce-kept.", 0) == 0) kept.push_back(name);
+  }
+  ASSERT_EQ(kept.size(), 1u);
+  EXPECT_EQ(kept[0].size(), std::string(".quiesce-kept.").size() + 16 + 12) << kept[0];
+  EXPECT_TRUE(kept[0].ends_with(".verity-kept")) << kept[0];
+  start();
+  EXPECT_EQ(shell2("fsverity measure " + (mnt_ / "b").string()).out.substr(0, 71),
+            measured.substr(0, 71))
+      << "the other name is not a verity file to a fresh mount";
+  EXPECT_LT(::open((mnt_ / "b").c_str(), O_WRONLY), 0);
+  EXPECT_EQ(errno, EPERM);
+  EXPECT_NE(::stat((mnt_ / kept[0]).c_str(), &st), 0) << "the kept sidecar is visible";
+  ASSERT_EQ(::unlink((mnt_ / "b").c_str()), 0) << std::strerror(errno);
+  stop();
+  EXPECT_FALSE(fs::exists(src_ / kept[0])) << "the kept sidecar outlived the file's last name";
+}
+
 // The source's own inode flags show through the mount (lsattr: FS_IOC_GETFLAGS), and an
 // append-only file cannot be enabled (EPERM, the kernel's IS_APPEND check, after EBADF and
 // before EISDIR); FS_IOC_READ_VERITY_METADATA on a file that is not verity is ENODATA.
