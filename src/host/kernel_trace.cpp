@@ -146,7 +146,8 @@ workqueue_trace::workqueue_trace(const std::string& function) : impl_(std::make_
       throw std::runtime_error(fmt::format("tracefs: the filter '{}' was refused", filter));
     }
   }
-  impl_->events = qtf_events_load(wq_event_system);
+  const char* const formats[] = {execute_start_event, execute_end_event, nullptr};
+  impl_->events = qtf_events_load(wq_event_system, formats);
   if (!impl_->events)
     throw std::runtime_error("tracefs: cannot read the workqueue events' formats");
   impl_->start_id = qtf_event_id(impl_->events, wq_event_system, execute_start_event);

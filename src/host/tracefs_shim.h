@@ -27,8 +27,9 @@ int qtf_event_disable_all(struct qtf_instance* instance);
 int qtf_trace_on(struct qtf_instance* instance);
 int qtf_trace_off(struct qtf_instance* instance);
 
-/* The formats of one event system's events (tracefs_local_events_system). */
-struct qtf_events* qtf_events_load(const char* system);
+/* The formats of the events `names` (NULL-terminated) of one event system; NULL if one is
+ * missing or unreadable. */
+struct qtf_events* qtf_events_load(const char* system, const char* const* names);
 void qtf_events_free(struct qtf_events* events);
 /* The id of system:name, -1 if absent. */
 int qtf_event_id(struct qtf_events* events, const char* system, const char* name);
