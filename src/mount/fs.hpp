@@ -26,6 +26,7 @@
 #pragma once
 
 #define FUSE_USE_VERSION 312
+#include <dirent.h>
 #include <fuse3/fuse_lowlevel.h>
 #include <sys/stat.h>
 #include <sys/types.h>
@@ -34,6 +35,7 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -86,6 +88,21 @@ class fd_t {
 
 // "/proc/self/fd/N": reopens the inode `fd` holds (a magic link, not a path walk).
 std::string proc_path(int fd);
+
+// ---- inode identity: the one (st_dev, st_ino) comparison of the module ---------------------
+inline bool is_inode(const struct stat& st, dev_t dev, ino_t ino) {
+  return st.st_dev == dev && st.st_ino == ino;
+}
+// Whether `fd` holds the inode (dev, ino).
+bool fd_holds(int fd, dev_t dev, ino_t ino);
+// Whether `name` in `dir_fd`, not followed, is the inode (dev, ino) now; `st` (if given)
+// receives what the name is.
+bool name_holds(int dir_fd, const std::string& name, dev_t dev, ino_t ino,
+                struct stat* st = nullptr);
+
+// Calls `fn` for each entry of the directory `dir_fd` holds, from its start (through a
+// descriptor of its own: dir_fd's offset is left as it is). 0, or the errno of the opening.
+int for_each_entry(int dir_fd, const std::function<void(const dirent&)>& fn);
 
 // ---- what trees may cost -----------------------------------------------------------------
 // A verity file's tree is held whole in memory: enable builds it there, and an open reads

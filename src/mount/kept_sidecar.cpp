@@ -36,11 +36,6 @@ constexpr const char* kept_prefix = ".quiesce-kept.";
 constexpr const char* kept_suffix = ".verity-kept";
 constexpr std::size_t kept_digits = 16;
 
-bool same_inode(int fd, const struct stat& other) {
-  struct stat st {};
-  return ::fstat(fd, &st) == 0 && st.st_dev == other.st_dev && st.st_ino == other.st_ino;
-}
-
 // Whether the file removed under a name still has other names (st: fstat after the removal).
 bool names_remain(const struct stat& st) {
   return st.st_nlink > 0;
@@ -65,20 +60,12 @@ bool keep(int dir_fd, const std::string& side) {
 
 // Removes, in `dir_fd`, every kept name of the sidecar `sidecar` (its inode).
 void drop_kept(int dir_fd, const struct stat& sidecar) {
-  fd_t copy(::openat(dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (!copy) return;
-  DIR* dp = ::fdopendir(copy.get());
-  if (!dp) return;
-  copy.release();
   std::vector<std::string> names;
-  while (const dirent* e = ::readdir(dp)) {
-    if (is_kept_sidecar_name(e->d_name)) names.emplace_back(e->d_name);
-  }
-  ::closedir(dp);
+  for_each_entry(dir_fd, [&](const dirent& e) {
+    if (is_kept_sidecar_name(e.d_name)) names.emplace_back(e.d_name);
+  });
   for (const std::string& name : names) {
-    struct stat there {};
-    if (::fstatat(dir_fd, name.c_str(), &there, AT_SYMLINK_NOFOLLOW) == 0 &&
-        there.st_dev == sidecar.st_dev && there.st_ino == sidecar.st_ino) {
+    if (name_holds(dir_fd, name, sidecar.st_dev, sidecar.st_ino)) {
       ::unlinkat(dir_fd, name.c_str(), 0);
     }
   }
@@ -88,7 +75,7 @@ void drop_kept(int dir_fd, const struct stat& sidecar) {
 // inode record: it points there - or it resolves to nothing (its sidecar replaced by a copy
 // in SOURCE since, or no record yet) and is written now to point there.
 bool reached_by_record(const leaving_name& gone, bool has_recorded, const struct stat& recorded) {
-  if (has_recorded) return same_inode(gone.beside.get(), recorded);
+  if (has_recorded) return fd_holds(gone.beside.get(), recorded.st_dev, recorded.st_ino);
   if (mutant::record_not_repaired) return false;
   const fd_t data(
       ::open(proc_path(gone.data.get()).c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
@@ -127,9 +114,7 @@ void after_name_removed(int dir_fd, const std::string& name, const leaving_name&
   if (::fstat(gone.data.get(), &st) != 0) return;
   {
     // rename(2) over another name of the same file removes nothing.
-    struct stat now {};
-    if (::fstatat(dir_fd, name.c_str(), &now, AT_SYMLINK_NOFOLLOW) == 0 &&
-        now.st_dev == st.st_dev && now.st_ino == st.st_ino) {
+    if (name_holds(dir_fd, name, st.st_dev, st.st_ino)) {
       return;
     }
   }

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // The node table of `quiesce verity mount` (fs.hpp): resolving a name once, deciding the
 // verity state of what it names, and remembering the node the kernel will refer to.
+#include <dirent.h>
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <sys/stat.h>
@@ -19,6 +20,29 @@ namespace quiesce::mount::detail {
 
 std::string proc_path(int fd) {
   return fmt::format("/proc/self/fd/{}", fd);
+}
+
+bool fd_holds(int fd, dev_t dev, ino_t ino) {
+  struct stat st {};
+  return ::fstat(fd, &st) == 0 && is_inode(st, dev, ino);
+}
+
+int for_each_entry(int dir_fd, const std::function<void(const dirent&)>& fn) {
+  fd_t copy(::openat(dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!copy) return errno;
+  DIR* dp = ::fdopendir(copy.get());
+  if (!dp) return errno;
+  copy.release();
+  while (const dirent* e = ::readdir(dp))
+    fn(*e);
+  ::closedir(dp);
+  return 0;
+}
+
+bool name_holds(int dir_fd, const std::string& name, dev_t dev, ino_t ino, struct stat* st) {
+  struct stat at {};
+  if (!st) st = &at;
+  return ::fstatat(dir_fd, name.c_str(), st, AT_SYMLINK_NOFOLLOW) == 0 && is_inode(*st, dev, ino);
 }
 
 bool level0_over_cap(std::uint64_t data_size, std::uint64_t block_size, verity::hash_alg alg) {
@@ -127,9 +151,7 @@ namespace {
 
 bool same_file(int a, int b) {
   struct stat sa {};
-  struct stat sb {};
-  return ::fstat(a, &sa) == 0 && ::fstat(b, &sb) == 0 && sa.st_dev == sb.st_dev &&
-         sa.st_ino == sb.st_ino;
+  return ::fstat(a, &sa) == 0 && fd_holds(b, sa.st_dev, sa.st_ino);
 }
 
 std::string key_of(dev_t dev, ino_t ino, const std::optional<descriptor>& desc) {

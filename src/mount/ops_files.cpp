@@ -49,8 +49,7 @@ bool became_verity(filesystem& f, const node& n) {
   }
   if (!parent) return false;
   struct stat st {};
-  return ::fstatat(parent->fd(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-         st.st_dev == n.who->dev && st.st_ino == n.who->ino &&
+  return name_holds(parent->fd(), name, n.who->dev, n.who->ino, &st) &&
          (sidecar_of(parent->fd(), name).has_value() ||
           sidecar_by_record(n.who->path_fd.get(), st).has_value());
 }
@@ -129,7 +128,7 @@ int open_source(fuse_req_t req, handle& h) {
   if (!h.fd) return errno;
   struct stat st {};
   if (::fstat(h.fd.get(), &st) != 0) return errno;
-  if (!S_ISREG(st.st_mode) || st.st_ino != h.n->who->ino || st.st_dev != h.n->who->dev) {
+  if (!S_ISREG(st.st_mode) || !is_inode(st, h.n->who->dev, h.n->who->ino)) {
     return EINVAL;
   }
   if (!(h.flags & O_NONBLOCK))

@@ -442,20 +442,13 @@ namespace {
 // Reads the entries of `d` (from the start), sidecars (kept ones too) left out.
 int list(dir_handle& d) {
   d.entries.clear();
-  fd_t copy(::openat(d.fd.get(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (!copy) return errno;
-  DIR* dp = ::fdopendir(copy.get());
-  if (!dp) return errno;
-  copy.release();
-  while (const dirent* e = ::readdir(dp)) {
-    const std::string name = e->d_name;
+  return for_each_entry(d.fd.get(), [&](const dirent& e) {
+    const std::string name = e.d_name;
     if ((has_sidecar_suffix(name) || is_kept_sidecar_name(name)) && is_hidden(d.fd.get(), name)) {
-      continue;
+      return;
     }
-    d.entries.push_back({name, static_cast<mode_t>(DTTOIF(e->d_type)), e->d_ino ? e->d_ino : 1});
-  }
-  ::closedir(dp);
-  return 0;
+    d.entries.push_back({name, static_cast<mode_t>(DTTOIF(e.d_type)), e.d_ino ? e.d_ino : 1});
+  });
 }
 
 }  // namespace

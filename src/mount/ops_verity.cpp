@@ -110,11 +110,8 @@ struct pending_sidecar {
 // if that name still holds it.
 void take_back(int dir_fd, const std::string& name, int sidecar_fd) {
   struct stat mine {};
-  struct stat placed {};
   const std::string side = name + sidecar_suffix;
-  if (::fstat(sidecar_fd, &mine) == 0 &&
-      ::fstatat(dir_fd, side.c_str(), &placed, AT_SYMLINK_NOFOLLOW) == 0 &&
-      placed.st_dev == mine.st_dev && placed.st_ino == mine.st_ino) {
+  if (::fstat(sidecar_fd, &mine) == 0 && name_holds(dir_fd, side, mine.st_dev, mine.st_ino)) {
     ::unlinkat(dir_fd, side.c_str(), 0);
   }
 }
@@ -176,11 +173,8 @@ int build_and_place(fuse_req_t req, filesystem& f, node& n, const fsverity_enabl
   }
   if (!parent) return EINVAL;  // the root is a directory
   // The name still holds this inode (a rename behind the mount's back: look it up again).
+  if (!name_holds(parent->fd(), name, id.dev, id.ino)) return ESTALE;
   struct stat at {};
-  if (::fstatat(parent->fd(), name.c_str(), &at, AT_SYMLINK_NOFOLLOW) != 0 || at.st_dev != id.dev ||
-      at.st_ino != id.ino) {
-    return ESTALE;
-  }
   const std::string side = name + sidecar_suffix;
   if (::fstatat(parent->fd(), side.c_str(), &at, AT_SYMLINK_NOFOLLOW) == 0) {
     warn(fmt::format("{}: a file of that name, not this file's sidecar, is in the way", side));
@@ -227,14 +221,10 @@ int build_and_place(fuse_req_t req, filesystem& f, node& n, const fsverity_enabl
       parent = n.parent;
       name = n.name;
     }
-    if (!parent || ::fstatat(parent->fd(), name.c_str(), &at, AT_SYMLINK_NOFOLLOW) != 0 ||
-        at.st_dev != id.dev || at.st_ino != id.ino) {
-      return ESTALE;
-    }
+    if (!parent || !name_holds(parent->fd(), name, id.dev, id.ino)) return ESTALE;
     if (const int err = pending.place(parent->fd(), name + sidecar_suffix)) return err;
     // A rename between that check and the link left it beside the old name: taken back.
-    if (::fstatat(parent->fd(), name.c_str(), &at, AT_SYMLINK_NOFOLLOW) != 0 ||
-        at.st_dev != id.dev || at.st_ino != id.ino) {
+    if (!name_holds(parent->fd(), name, id.dev, id.ino)) {
       take_back(parent->fd(), name, pending.fd.get());
       return ESTALE;
     }
