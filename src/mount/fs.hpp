@@ -222,6 +222,7 @@ struct filesystem {
 
   // Sets up the root node: `source`'s O_PATH descriptor. Throws std::system_error.
   void init_root();
+  int root_fd();  // SOURCE's O_PATH descriptor (the root node's)
   std::shared_ptr<node> node_of(fuse_ino_t id);
   // Resolves `name` in `parent` (O_PATH|O_NOFOLLOW), decides its verity state, and
   // remembers the node (nlookup + 1). 0 or an errno; `st` gets the source's attributes.
@@ -303,10 +304,15 @@ bool is_hidden(int dir_fd, const std::string& name);
 // other names and its record points to that sidecar: renamed, in the same directory, to
 // ".quiesce-kept.<16 random hex digits>.verity-kept" (never over an existing name), a name
 // the mount hides as it hides sidecars and that no data file's sidecar name can be. It is
-// removed with the file's last name where that name is in the same directory (elsewhere it
-// stays in SOURCE until removed by hand, and its directory cannot be removed through the
-// mount meanwhile: ENOTEMPTY).
+// removed with the file's last name, wherever that name is: the inode carries a handle of
+// the kept sidecar's directory (note_kept_directory), which the last name's removal
+// follows where it lies within SOURCE (kept_directory).
 bool is_kept_sidecar_name(const std::string& name);
+// Records on the regular file `path_fd` that its sidecar was kept in the directory `dir_fd`
+// (trusted.quiesce.kept-in, a handle). False where that cannot be written.
+bool note_kept_directory(int path_fd, int dir_fd);
+// The directory the file's sidecar was kept in, if recorded and within SOURCE (`root_fd`).
+fd_t kept_directory(int path_fd, int root_fd);
 // What a regular file's name that is about to be removed leaves behind, taken before the
 // removal: the file (O_PATH) and the sidecar beside the name, if any.
 struct leaving_name {
@@ -315,8 +321,9 @@ struct leaving_name {
 };
 leaving_name before_name_removed(int dir_fd, const std::string& name);
 // After `name` was removed from `dir_fd` (no-op if it still names the same file): its
-// sidecar kept or removed, and a kept sidecar here removed with the file's last name.
-void after_name_removed(int dir_fd, const std::string& name, const leaving_name& gone);
+// sidecar kept or removed, and a kept sidecar - here, or where it was kept within SOURCE
+// (`root_fd`) - removed with the file's last name.
+void after_name_removed(int dir_fd, const std::string& name, const leaving_name& gone, int root_fd);
 
 // ---- the caller ------------------------------------------------------------------------
 

@@ -34,6 +34,9 @@ namespace quiesce::mount {
 namespace {
 
 constexpr const char* record_xattr = "trusted.quiesce.verity";
+// Where the sidecar the record points to was kept (kept_sidecar.cpp): a handle of its
+// directory, in the record's encoding, so that the file's last name removes it from there.
+constexpr const char* kept_in_xattr = "trusted.quiesce.kept-in";
 constexpr char record_magic[8] = {'q', 'v', 'r', 'e', 'c', 'o', 'r', '1'};
 constexpr unsigned max_handle_bytes = 128;  // MAX_HANDLE_SZ
 
@@ -121,19 +124,22 @@ void keep_inode_record(int path_fd, int sidecar_fd) {
   if (data) (void)write_record(data.get(), value);
 }
 
-std::optional<std::pair<descriptor, fd_t>> sidecar_by_record(int path_fd, const struct stat& data) {
-  if constexpr (mutant::no_inode_record) return std::nullopt;
-  if (!S_ISREG(data.st_mode)) return std::nullopt;
+namespace {
+
+// The handle the attribute `xattr` of the regular file `path_fd` holds (in the record's
+// encoding), decoded as an O_PATH descriptor; none where there is no such attribute, it is
+// malformed, or its inode is gone (ESTALE) or cannot be decoded (no CAP_DAC_READ_SEARCH).
+fd_t decode_handle_attribute(int path_fd, const char* xattr) {
   const std::string path = proc_path(path_fd);
   unsigned char value[sizeof(record_head) + max_handle_bytes];
-  const ssize_t n = ::getxattr(path.c_str(), record_xattr, value, sizeof value);
-  if (n < static_cast<ssize_t>(sizeof(record_head))) return std::nullopt;  // none (ENODATA)
+  const ssize_t n = ::getxattr(path.c_str(), xattr, value, sizeof value);
+  if (n < static_cast<ssize_t>(sizeof(record_head))) return {};  // none (ENODATA)
   record_head head{};
   std::memcpy(&head, value, sizeof head);
   if (std::memcmp(head.magic, record_magic, sizeof head.magic) != 0 ||
       head.handle_bytes > max_handle_bytes ||
       static_cast<std::size_t>(n) != sizeof head + head.handle_bytes) {
-    return std::nullopt;
+    return {};
   }
   std::vector<unsigned char> storage(sizeof(file_handle) + head.handle_bytes);
   auto* fh = reinterpret_cast<file_handle*>(storage.data());
@@ -143,8 +149,54 @@ std::optional<std::pair<descriptor, fd_t>> sidecar_by_record(int path_fd, const 
   // The handle is decoded on the data's own filesystem (an O_PATH descriptor is not taken
   // as mount_fd): the data itself, a regular file, opened for reading only.
   const fd_t anchor(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
-  if (!anchor) return std::nullopt;
-  const fd_t side(::open_by_handle_at(anchor.get(), fh, O_PATH | O_CLOEXEC));
+  if (!anchor) return {};
+  return fd_t(::open_by_handle_at(anchor.get(), fh, O_PATH | O_CLOEXEC));
+}
+
+// Whether the directory `dir_fd` lies within the directory `root_fd` (itself, or below it
+// on the same filesystem): its ancestors reach root before the filesystem's own root.
+bool within(int dir_fd, int root_fd) {
+  struct stat root {};
+  struct stat here {};
+  if (::fstat(root_fd, &root) != 0 || ::fstat(dir_fd, &here) != 0) return false;
+  fd_t cur(::openat(dir_fd, ".", O_PATH | O_DIRECTORY | O_CLOEXEC));
+  for (int depth = 0; cur && depth < 4096; ++depth) {
+    if (is_inode(here, root.st_dev, root.st_ino)) return true;
+    fd_t up(::openat(cur.get(), "..", O_PATH | O_DIRECTORY | O_CLOEXEC));
+    struct stat above {};
+    if (!up || ::fstat(up.get(), &above) != 0 || above.st_dev != root.st_dev ||
+        is_inode(above, here.st_dev, here.st_ino)) {
+      return false;  // another filesystem, or its root: outside
+    }
+    cur = std::move(up);
+    here = above;
+  }
+  return false;
+}
+
+}  // namespace
+
+bool note_kept_directory(int path_fd, int dir_fd) {
+  const std::vector<unsigned char> value = record_value(dir_fd);
+  return !value.empty() &&
+         ::setxattr(proc_path(path_fd).c_str(), kept_in_xattr, value.data(), value.size(), 0) == 0;
+}
+
+fd_t kept_directory(int path_fd, int root_fd) {
+  if constexpr (mutant::kept_left_elsewhere) return {};
+  fd_t dir = decode_handle_attribute(path_fd, kept_in_xattr);
+  struct stat st {};
+  if (!dir || ::fstat(dir.get(), &st) != 0 || !S_ISDIR(st.st_mode) ||
+      (!mutant::kept_followed_outside && !within(dir.get(), root_fd))) {
+    return {};
+  }
+  return dir;
+}
+
+std::optional<std::pair<descriptor, fd_t>> sidecar_by_record(int path_fd, const struct stat& data) {
+  if constexpr (mutant::no_inode_record) return std::nullopt;
+  if (!S_ISREG(data.st_mode)) return std::nullopt;
+  const fd_t side = decode_handle_attribute(path_fd, record_xattr);
   if (!side) return std::nullopt;  // gone (ESTALE), or no CAP_DAC_READ_SEARCH
   struct stat st {};
   // Unlinked (nlink 0: held open, by this daemon perhaps) it was removed, and with it the

@@ -108,7 +108,8 @@ leaving_name before_name_removed(int dir_fd, const std::string& name) {
   return gone;
 }
 
-void after_name_removed(int dir_fd, const std::string& name, const leaving_name& gone) {
+void after_name_removed(int dir_fd, const std::string& name, const leaving_name& gone,
+                        int root_fd) {
   if (!gone.data) return;
   struct stat st {};
   if (::fstat(gone.data.get(), &st) != 0) return;
@@ -126,7 +127,22 @@ void after_name_removed(int dir_fd, const std::string& name, const leaving_name&
   const bool has_recorded = recorded && ::fstat(recorded->second.get(), &recorded_st) == 0;
   if (names_remain(st)) {
     if (!mutant::unlink_drops_sidecar && reached_by_record(gone, has_recorded, recorded_st)) {
-      if (keep(dir_fd, side)) return;
+      if (keep(dir_fd, side)) {
+        struct stat kept {};
+        if (!note_kept_directory(gone.data.get(), dir_fd)) {
+          log(log_level::warning,
+              fmt::format("quiesce verity mount: cannot record where the sidecar of inode {} "
+                          "was kept (it stays there after the file's last name): {}",
+                          static_cast<unsigned long long>(st.st_ino), std::strerror(errno)));
+        }
+        // The file's last other name may have gone meanwhile, before the note above could
+        // be found: then the kept sidecar goes now.
+        if (::fstat(gone.data.get(), &st) == 0 && !names_remain(st) &&
+            ::fstat(gone.beside.get(), &kept) == 0) {
+          drop_kept(dir_fd, kept);
+        }
+        return;
+      }
       log(log_level::warning,
           fmt::format("quiesce verity mount: cannot keep the sidecar of a removed name of "
                       "inode {} (its other names lose their verity): {}",
@@ -137,7 +153,12 @@ void after_name_removed(int dir_fd, const std::string& name, const leaving_name&
   }
   // The last name: the sidecar beside it, and its kept names here, go with the file.
   if (gone.beside) ::unlinkat(dir_fd, side.c_str(), 0);
-  if (has_recorded) drop_kept(dir_fd, recorded_st);
+  if (has_recorded) {
+    drop_kept(dir_fd, recorded_st);
+    if (const fd_t elsewhere = kept_directory(gone.data.get(), root_fd)) {
+      drop_kept(elsewhere.get(), recorded_st);
+    }
+  }
 }
 
 }  // namespace quiesce::mount::detail

@@ -50,4 +50,11 @@ inline constexpr bool several_names_unrecorded = QUIESCE_MUTANT(MOUNT_SEVERAL_NA
 // copy in SOURCE) drops the sidecar instead of recording and keeping it
 inline constexpr bool record_not_repaired = QUIESCE_MUTANT(MOUNT_RECORD_NOT_REPAIRED);
 
+// the last name of a file removed in another directory than the one its sidecar was kept in
+// leaves the kept sidecar there (that directory is then never empty to the mount)
+inline constexpr bool kept_left_elsewhere = QUIESCE_MUTANT(MOUNT_KEPT_LEFT_ELSEWHERE);
+
+// the directory a sidecar was kept in is followed wherever it is now, out of SOURCE too
+inline constexpr bool kept_followed_outside = QUIESCE_MUTANT(MOUNT_KEPT_FOLLOWED_OUTSIDE);
+
 }  // namespace quiesce::mount::detail::mutant

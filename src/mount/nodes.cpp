@@ -162,6 +162,10 @@ std::string key_of(dev_t dev, ino_t ino, const std::optional<descriptor>& desc) 
 
 }  // namespace
 
+int filesystem::root_fd() {
+  return node_of(FUSE_ROOT_ID)->fd();
+}
+
 void filesystem::init_root() {
   fd_t fd(::open(source.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
   if (!fd) throw std::system_error(errno, std::generic_category(), source.string());

@@ -293,7 +293,7 @@ void op_unlink(fuse_req_t req, fuse_ino_t parent, const char* name) {
     if (::unlinkat(dir->fd(), name, 0) != 0) return reply_err(req, errno);
   }
   // Its fs-verity metadata goes with the name, or is kept for the file's other names.
-  after_name_removed(dir->fd(), name, gone);
+  after_name_removed(dir->fd(), name, gone, f.root_fd());
   fuse_reply_err(req, 0);
 }
 
@@ -345,7 +345,8 @@ void op_rename(fuse_req_t req, fuse_ino_t parent, const char* name, fuse_ino_t n
   } else if (exchange && dst_verity) {
     rc = ::renameat(to->fd(), dst_side.c_str(), from->fd(), src_side.c_str());
   } else if (!exchange) {
-    after_name_removed(to->fd(), newname, replaced);  // before a sidecar takes its place
+    after_name_removed(to->fd(), newname, replaced,
+                       f.root_fd());  // before a sidecar takes its place
     if (src_verity) rc = ::renameat(from->fd(), src_side.c_str(), to->fd(), dst_side.c_str());
   } else if (src_verity) {
     rc = ::renameat(from->fd(), src_side.c_str(), to->fd(), dst_side.c_str());

@@ -815,6 +815,56 @@ TEST_F(MountAttack, RemovingTheSidecarsNameLeavesTheOtherNamesVerity) {
   EXPECT_TRUE(kept_in_source().empty()) << kept_in_source().front();
 }
 
+// The kept sidecar goes with the file's last name also where that name is in another
+// directory - through an unlink and through a rename over it - so the directory it was kept
+// in empties, and can be removed through the mount. A directory moved out of SOURCE is not
+// followed: the daemon touches nothing outside SOURCE.
+TEST_F(MountAttack, AKeptSidecarGoesWithALastNameInAnotherDirectory) {
+  SKIP_UNLESS_FUSE();
+  for (const char* d : {"kept", "other", "kept2", "other2", "kept3"})
+    fs::create_directory(src_ / d);
+  write_random(src_ / "kept" / "a", 30'000, 47);
+  write_random(src_ / "kept2" / "c", 30'000, 48);
+  write_random(src_ / "kept3" / "e", 30'000, 49);
+  write_random(src_ / "other2" / "new", 1'000, 50);
+  start();
+  for (const char* p : {"kept/a", "kept2/c", "kept3/e"})
+    ASSERT_EQ(enable_path(mnt_ / p), 0) << p;
+  stop();
+  if (const std::string why = no_inode_record(src_ / "kept" / "a"); !why.empty()) {
+    GTEST_SKIP() << why;
+  }
+  ASSERT_EQ(::link((src_ / "kept" / "a").c_str(), (src_ / "other" / "b").c_str()), 0);
+  ASSERT_EQ(::link((src_ / "kept2" / "c").c_str(), (src_ / "other2" / "d").c_str()), 0);
+  ASSERT_EQ(::link((src_ / "kept3" / "e").c_str(), (src_ / "other" / "f").c_str()), 0);
+  auto entries = [](const fs::path& dir) {
+    std::vector<std::string> names;
+    for (const auto& entry : fs::directory_iterator(dir)) {
+      names.push_back(entry.path().filename().string());
+    }
+    return names;
+  };
+  const fs::path outside = dir_ / "outside-source";
+  start();
+  for (const char* p : {"kept/a", "kept2/c", "kept3/e"}) {
+    ASSERT_EQ(::unlink((mnt_ / p).c_str()), 0) << p << ": " << std::strerror(errno);
+  }
+  ASSERT_EQ(entries(src_ / "kept").size(), 1u) << "no sidecar kept for the other name";
+  // The last names, in another directory than the kept sidecars.
+  ASSERT_EQ(::unlink((mnt_ / "other" / "b").c_str()), 0) << std::strerror(errno);
+  ASSERT_EQ(::rename((mnt_ / "other2" / "new").c_str(), (mnt_ / "other2" / "d").c_str()), 0)
+      << std::strerror(errno);
+  EXPECT_TRUE(entries(src_ / "kept").empty()) << entries(src_ / "kept").front();
+  EXPECT_TRUE(entries(src_ / "kept2").empty()) << entries(src_ / "kept2").front();
+  EXPECT_EQ(::rmdir((mnt_ / "kept").c_str()), 0) << std::strerror(errno);
+  EXPECT_EQ(::rmdir((mnt_ / "kept2").c_str()), 0) << std::strerror(errno);
+  // A kept sidecar's directory moved out of SOURCE: its last name's removal leaves it there.
+  ASSERT_EQ(::rename((src_ / "kept3").c_str(), outside.c_str()), 0) << std::strerror(errno);
+  ASSERT_EQ(::unlink((mnt_ / "other" / "f").c_str()), 0) << std::strerror(errno);
+  stop();
+  EXPECT_EQ(entries(outside).size(), 1u) << "the daemon removed a file outside SOURCE";
+}
+
 // A sidecar replaced in SOURCE by an identical copy (a restore, cp + mv) while the mount
 // knows the file: the inode record points to a removed file then, and a removal of the
 // sidecar's name through the mount writes it anew for the copy and keeps the copy, so the
