@@ -7,7 +7,9 @@
 // The daemon renames or removes only what it recognised a moment before as the sidecar of
 // the removed name (sidecar_of: a regular file, the data's owner's, recognised by content)
 // or as the one the inode record points to, and only within the directory the caller just
-// changed - as removing the sidecar beside an unlinked name always did.
+// changed - as removing the sidecar beside an unlinked name always did - or, at the file's
+// last name, within the directory its sidecar was kept in, where that still lies within
+// SOURCE (kept_directory).
 #include <dirent.h>
 #include <fcntl.h>
 #include <fmt/format.h>
@@ -113,12 +115,8 @@ void after_name_removed(int dir_fd, const std::string& name, const leaving_name&
   if (!gone.data) return;
   struct stat st {};
   if (::fstat(gone.data.get(), &st) != 0) return;
-  {
-    // rename(2) over another name of the same file removes nothing.
-    if (name_holds(dir_fd, name, st.st_dev, st.st_ino)) {
-      return;
-    }
-  }
+  // rename(2) over another name of the same file removes nothing.
+  if (name_holds(dir_fd, name, st.st_dev, st.st_ino)) return;
   const std::string side = name + sidecar_suffix;
   if (names_remain(st) && !gone.beside) return;  // the sidecar lies beside another name
   // The sidecar the file's other names reach (none without a record: then they cannot).
