@@ -57,4 +57,8 @@ inline constexpr bool kept_left_elsewhere = QUIESCE_MUTANT(MOUNT_KEPT_LEFT_ELSEW
 // the directory a sidecar was kept in is followed wherever it is now, out of SOURCE too
 inline constexpr bool kept_followed_outside = QUIESCE_MUTANT(MOUNT_KEPT_FOLLOWED_OUTSIDE);
 
+// an enable of a file with several names stands although its inode record could not be
+// written (its other names then read plain to a fresh mount)
+inline constexpr bool record_failure_kept = QUIESCE_MUTANT(MOUNT_RECORD_FAILURE_KEPT);
+
 }  // namespace quiesce::mount::detail::mutant

@@ -654,6 +654,46 @@ TEST_F(MountAttack, AFileWithSeveralNamesIsEmlinkWhereNoRecordCanBeKept) {
     fs::remove(entry.path());
 }
 
+// Where the record cannot be written after all - here the file's extended attributes fill
+// its filesystem's room for them (ENOSPC) - an enable of a file with several names is
+// undone: EMLINK, its sidecar taken back, the file plain and writable through every name.
+// A file with one name whose record cannot be written is enabled (its sidecar lies beside
+// its only name).
+TEST_F(MountAttack, AnEnableWhoseRecordCannotBeWrittenIsUndone) {
+  SKIP_UNLESS_FUSE();
+  write_random(src_ / "two", 20'000, 7);
+  write_random(src_ / "one", 20'000, 8);
+  // Attributes, largest first, until the file takes no more of any size.
+  auto fill = [](const fs::path& p) {
+    int n = 0;
+    for (std::size_t size : {65536u, 16384u, 4096u, 1024u, 256u, 64u, 16u, 4u, 1u}) {
+      const std::string value(size, 'x');
+      while (n < 4096 && ::setxattr(p.c_str(), ("user.fill" + std::to_string(n)).c_str(),
+                                    value.data(), value.size(), XATTR_CREATE) == 0) {
+        ++n;
+      }
+      if (errno != ENOSPC && errno != E2BIG && errno != ERANGE) return false;
+    }
+    return n < 4096 && ::setxattr(p.c_str(), "trusted.quiesce.probe", "", 0, XATTR_CREATE) != 0;
+  };
+  if (!fill(src_ / "two") || !fill(src_ / "one")) {
+    GTEST_SKIP() << "SOURCE's filesystem does not run out of room for attributes";
+  }
+  ASSERT_EQ(::link((src_ / "two").c_str(), (src_ / "two-b").c_str()), 0);
+  start();
+  EXPECT_EQ(enable_path(mnt_ / "two"), EMLINK);
+  EXPECT_FALSE(fs::exists(src_ / "two.verity")) << "an undone enable left its sidecar";
+  for (const char* name : {"two", "two-b"}) {
+    EXPECT_NE(shell2("fsverity measure " + (mnt_ / name).string()).code, 0) << name;
+    const int writer = ::open((mnt_ / name).c_str(), O_WRONLY);
+    EXPECT_GE(writer, 0) << name << ": the plain file refuses writers: " << std::strerror(errno);
+    if (writer >= 0) ::close(writer);
+  }
+  EXPECT_EQ(enable_path(mnt_ / "one"), 0);
+  EXPECT_TRUE(fs::exists(src_ / "one.verity"));
+  stop();
+}
+
 // A hard link made in SOURCE to a verity file is a verity file to a mount that has never
 // seen the file's verity name: an enable leaves its record on the inode (inode_record.cpp).
 // Through the fresh mount the link measures as the file does, refuses writers, and a byte
