@@ -135,8 +135,8 @@ void after_name_removed(int dir_fd, const std::string& name, const leaving_name&
         }
         // The file's last other name may have gone meanwhile, before the note above could
         // be found: then the kept sidecar goes now.
-        if (::fstat(gone.data.get(), &st) == 0 && !names_remain(st) &&
-            ::fstat(gone.beside.get(), &kept) == 0) {
+        if (!mutant::keeper_not_rechecked && ::fstat(gone.data.get(), &st) == 0 &&
+            !names_remain(st) && ::fstat(gone.beside.get(), &kept) == 0) {
           drop_kept(dir_fd, kept);
         }
         return;

@@ -61,4 +61,9 @@ inline constexpr bool kept_followed_outside = QUIESCE_MUTANT(MOUNT_KEPT_FOLLOWED
 // written (its other names then read plain to a fresh mount)
 inline constexpr bool record_failure_kept = QUIESCE_MUTANT(MOUNT_RECORD_FAILURE_KEPT);
 
+// a name's removal that keeps the sidecar does not look at the file's link count again: a
+// last name removed meanwhile (through another mount), before the note of where the sidecar
+// was kept, leaves it behind
+inline constexpr bool keeper_not_rechecked = QUIESCE_MUTANT(MOUNT_KEEPER_NOT_RECHECKED);
+
 }  // namespace quiesce::mount::detail::mutant

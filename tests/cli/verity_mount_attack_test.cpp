@@ -905,6 +905,66 @@ TEST_F(MountAttack, AKeptSidecarGoesWithALastNameInAnotherDirectory) {
   EXPECT_EQ(entries(outside).size(), 1u) << "the daemon removed a file outside SOURCE";
 }
 
+// Two mounts of one SOURCE, a verity file's last two names unlinked at once, one through
+// each (one mount serializes them: the kernel holds the file's inode lock across an
+// unlink), one beside the sidecar and one in another directory, for many files: whichever
+// way the two daemons interleave, no kept sidecar is left (the keeper looks at the link
+// count again once it has kept the sidecar and noted where; the last name follows the note).
+TEST_F(MountAttack, RacingUnlinksOfTheLastTwoNamesLeaveNoKeptSidecar) {
+  SKIP_UNLESS_FUSE();
+  constexpr int files = 256;
+  fs::create_directory(src_ / "k");
+  fs::create_directory(src_ / "o");
+  for (int i = 0; i < files; ++i) {
+    write_random(src_ / "k" / ("a" + std::to_string(i)), 4'000, 60 + i);
+  }
+  start();
+  for (int i = 0; i < files; ++i) {
+    ASSERT_EQ(enable_path(mnt_ / "k" / ("a" + std::to_string(i))), 0) << i;
+  }
+  stop();
+  if (const std::string why = no_inode_record(src_ / "k" / "a0"); !why.empty()) {
+    GTEST_SKIP() << why;
+  }
+  for (int i = 0; i < files; ++i) {
+    const std::string n = std::to_string(i);
+    ASSERT_EQ(::link((src_ / "k" / ("a" + n)).c_str(), (src_ / "o" / ("b" + n)).c_str()), 0);
+  }
+  const fs::path second = dir_ / "mnt2";
+  fs::create_directory(second);
+  start();
+  const auto mounted =
+      shell2(quiesce::test::mount_cli() + " verity mount " + src_.string() + " " + second.string());
+  ASSERT_EQ(mounted.code, 0) << mounted.out;
+  struct unmount {
+    fs::path at;
+    ~unmount() { shell2("umount " + at.string()); }
+  } unmount_second{second};
+  for (int i = 0; i < files; ++i) {
+    const std::string n = std::to_string(i);
+    std::atomic<int> ready{0};
+    int errs[2] = {-1, -1};
+    auto unlink_at_once = [&](const fs::path& p, int& err) {
+      ready.fetch_add(1);
+      while (ready.load() < 2) {
+      }
+      err = ::unlink(p.c_str()) == 0 ? 0 : errno;
+    };
+    std::thread a(unlink_at_once, mnt_ / "k" / ("a" + n), std::ref(errs[0]));
+    std::thread b(unlink_at_once, second / "o" / ("b" + n), std::ref(errs[1]));
+    a.join();
+    b.join();
+    EXPECT_EQ(errs[0], 0) << i;
+    EXPECT_EQ(errs[1], 0) << i;
+  }
+  for (const char* d : {"k", "o"}) {
+    for (const auto& entry : fs::directory_iterator(src_ / d)) {
+      ADD_FAILURE() << "left in SOURCE: " << entry.path();
+    }
+  }
+  stop();
+}
+
 // A sidecar replaced in SOURCE by an identical copy (a restore, cp + mv) while the mount
 // knows the file: the inode record points to a removed file then, and a removal of the
 // sidecar's name through the mount writes it anew for the copy and keeps the copy, so the
