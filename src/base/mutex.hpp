@@ -1,17 +1,19 @@
 // SPDX-License-Identifier: Apache-2.0
-// The runtime's mutex and guards: std::mutex with clang's thread-safety annotations
-// (thread_annotations.hpp), the wake-ups deferred while it is held sent on unlock
-// (deferred_wake.hpp), and - in checked builds - an owner, so that assert_held() is the
-// kernel's lockdep_assert_held(): it aborts (die()) when the calling thread does not hold
-// the lock. Checked builds are the sanitizer and debug presets (QUIESCE_CHECKED_LOCKS, set
-// by cmake/compile_options.cmake); release keeps the mutex a std::mutex and assert_held()
-// free. Not installed.
+// The runtime's mutex and guards: std::mutex (of glibc's adaptive kind: a bounded spin
+// before the futex) with clang's thread-safety annotations (thread_annotations.hpp), the wake-ups
+// deferred while it is held sent on unlock (deferred_wake.hpp), and - in checked builds - an owner,
+// so that assert_held() is the kernel's lockdep_assert_held(): it aborts (die()) when the calling
+// thread does not hold the lock. Checked builds are the sanitizer and debug presets
+// (QUIESCE_CHECKED_LOCKS, set by cmake/compile_options.cmake); release keeps the mutex a std::mutex
+// and assert_held() free. Not installed.
 //
 // Protection legend of the owner: written only by the thread that holds the mutex (set
 // after locking, cleared before unlocking or a condition-variable wait), read by any
 // thread (relaxed: a thread compares it only with itself, and only its own writes can
 // make it equal).
 #pragma once
+
+#include <pthread.h>
 
 #include <atomic>
 #include <mutex>
@@ -55,9 +57,9 @@ inline std::mutex& lock_marking_waits(std::mutex& m) {
 // right across the wait.
 class QUIESCE_CAPABILITY("mutex") mutex {
  public:
-  mutex() = default;
+  mutex() noexcept { make_adaptive(); }
   // `name` (a string literal) names the lock in assert_held()'s report.
-  explicit mutex(const char* name) noexcept : name_(name) {}
+  explicit mutex(const char* name) noexcept : name_(name) { make_adaptive(); }
   mutex(const mutex&) = delete;
   mutex& operator=(const mutex&) = delete;
 
@@ -90,6 +92,16 @@ class QUIESCE_CAPABILITY("mutex") mutex {
 
  private:
   friend class unique_lock;
+  // The kernel's pool and domain locks are spinlocks: a waiter spins, as the holder runs a
+  // few instructions and never sleeps. Here a holder can be preempted, so neither a pure
+  // spin nor glibc's default (straight to the futex: a system call to sleep and one to be
+  // woken, for a critical section of ~100 ns - the unbound pool's two workers took the lock
+  // in turn for every item, issue 29) but glibc's adaptive kind: a bounded spin that reads
+  // the lock word between tries, then the futex. Set before the mutex is first used.
+  void make_adaptive() noexcept {
+    pthread_mutex_t adaptive = PTHREAD_ADAPTIVE_MUTEX_INITIALIZER_NP;
+    *m_.native_handle() = adaptive;
+  }
   void acquired() noexcept {
     if constexpr (checked_locks) owner_.store(this_thread_tag(), std::memory_order_relaxed);
   }

@@ -331,19 +331,23 @@ struct pool {
   // through work_state::incoming_next. Pushed by a CAS; taken whole (exchange) only under
   // L(pool), by splice_incoming_locked, so the chain below the head is stable while the lock
   // is held (no ABA: nothing pops a single node).
-  std::atomic<work*> incoming{nullptr};
+  // Alone on its line: a queuer's push must not miss on a line that the workers write per
+  // item under the lock (the worklist), nor they on the one it writes per item (issue 29).
+  alignas(cache_line) std::atomic<work*> incoming{nullptr};
   // L(pool): every live worker
-  std::vector<std::unique_ptr<worker>> workers QUIESCE_GUARDED_BY(lock);
+  alignas(cache_line) std::vector<std::unique_ptr<worker>> workers QUIESCE_GUARDED_BY(lock);
   // L(pool): culled workers, to be joined
   std::vector<std::unique_ptr<worker>> dying QUIESCE_GUARDED_BY(lock);
   // L(pool): sleeping idle workers, LIFO (the list is defined after worker).
   const std::unique_ptr<idle_list> idle QUIESCE_PT_GUARDED_BY(lock);
   int nr_workers QUIESCE_GUARDED_BY(lock) = 0;  // L(pool)
   int nr_idle QUIESCE_GUARDED_BY(lock) = 0;     // L(pool)
-  // Written under L(pool) (seq_cst), read without it by queuers (queuer_must_kick):
-  std::atomic<int> nr_running{0};                   // busy workers that count (above)
-  std::atomic<int> nr_waking{0};                    // kicked or created, not yet looking
-  int next_worker_id QUIESCE_GUARDED_BY(lock) = 0;  // L(pool)
+  // Written under L(pool) (seq_cst), read without it by queuers (queuer_must_kick), on a
+  // line of their own: they change as workers start and stop counting, not per item, so a
+  // queuer's read hits in its cache while the workers write the lines around them.
+  alignas(cache_line) std::atomic<int> nr_running{0};  // busy workers that count (above)
+  std::atomic<int> nr_waking{0};                       // kicked or created, not yet looking
+  alignas(cache_line) int next_worker_id QUIESCE_GUARDED_BY(lock) = 0;  // L(pool)
   // L(pool): the process is exiting: workers drop queued items instead of running them.
   bool exiting QUIESCE_GUARDED_BY(lock) = false;
   // L(pool): a worker could not be created; the watchdog reports it (unlocked) once.
