@@ -12,13 +12,20 @@
 
 #include <array>
 
+#include "../base/never_destroyed.hpp"
 #include "internal.hpp"
 
 namespace quiesce::detail {
 
 namespace {
 
-mutex fork_lock{"rcu fork_lock"};  // one fork at a time is prepared (outermost RCU lock)
+// One fork at a time is prepared (the outermost RCU lock). Built on first use, not as a
+// global: the runtime's mutex is set up by its constructor (glibc's adaptive kind), which a
+// global would run in the dynamic initialization, in no order against another file's.
+mutex& fork_lock() {
+  static never_destroyed<mutex> lock("rcu fork_lock");
+  return lock.get();
+}
 // W: the forking thread's online state per flavour (indexed by rcu_kind), taken offline
 // before the fork and restored after it in parent and child.
 thread_local constinit std::array<bool, std::size(all_rcu_kinds)> was_online{};
@@ -66,7 +73,7 @@ void before_fork() noexcept QUIESCE_NO_THREAD_SAFETY_ANALYSIS {
         "fork outside read-side sections");
   }
   go_offline_for_fork();
-  fork_lock.lock();
+  fork_lock().lock();
   // Callbacks first: one may itself wait for a grace period, which needs gp_mutex.
   for (rcu_state* st : all_states())
     pause_callbacks_for_fork(*st);
@@ -75,17 +82,17 @@ void before_fork() noexcept QUIESCE_NO_THREAD_SAFETY_ANALYSIS {
 }
 
 void after_fork_parent() noexcept QUIESCE_NO_THREAD_SAFETY_ANALYSIS {
-  fork_lock.assert_held();
+  fork_lock().assert_held();
   for (auto st = all_states().rbegin(); st != all_states().rend(); ++st)
     unlock_all(**st);
   for (rcu_state* st : all_states())
     resume_callbacks_after_fork(*st);
-  fork_lock.unlock();
+  fork_lock().unlock();
   restore_online();
 }
 
 void after_fork_child() noexcept QUIESCE_NO_THREAD_SAFETY_ANALYSIS {
-  fork_lock.assert_held();  // the forking thread is the child's only one, with its locks
+  fork_lock().assert_held();  // the forking thread is the child's only one, with its locks
   for (auto it = all_states().rbegin(); it != all_states().rend(); ++it) {
     rcu_state& st = **it;
     st.registry_lock.assert_held();
@@ -97,7 +104,7 @@ void after_fork_child() noexcept QUIESCE_NO_THREAD_SAFETY_ANALYSIS {
   }
   for (rcu_state* st : all_states())
     restart_callbacks_in_child(*st);
-  fork_lock.unlock();
+  fork_lock().unlock();
   restore_online();
 }
 
