@@ -16,8 +16,8 @@ inline constexpr std::size_t cache_line = 64;
 // Starts bringing the `bytes` at `p` into this CPU's cache for writing, without waiting for
 // them: for an object that another CPU wrote last and this one is about to write (a posted
 // node freed on a worker), so that the misses overlap the work before it instead of
-// stalling it (as SLUB's prefetch_freepointer). A prefetch never faults:
-// `p` may be null or already freed.
+// stalling it (as SLUB's prefetch_freepointer). A prefetch never faults: `p` may be null
+// or already freed.
 inline void prefetch_for_write(const void* p, std::size_t bytes) noexcept {
   if (p == nullptr) return;
   const char* const at = static_cast<const char*>(p);

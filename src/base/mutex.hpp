@@ -1,11 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 // The runtime's mutex and guards: std::mutex (of glibc's adaptive kind: a bounded spin
-// before the futex) with clang's thread-safety annotations (thread_annotations.hpp), the wake-ups
-// deferred while it is held sent on unlock (deferred_wake.hpp), and - in checked builds - an owner,
-// so that assert_held() is the kernel's lockdep_assert_held(): it aborts (die()) when the calling
-// thread does not hold the lock. Checked builds are the sanitizer and debug presets
-// (QUIESCE_CHECKED_LOCKS, set by cmake/compile_options.cmake); release keeps the mutex a std::mutex
-// and assert_held() free. Not installed.
+// before the futex) with clang's thread-safety annotations (thread_annotations.hpp), the
+// wake-ups deferred while it is held sent on unlock (deferred_wake.hpp), and - in checked
+// builds - an owner, so that assert_held() is the kernel's lockdep_assert_held(): it aborts
+// (die()) when the calling thread does not hold the lock. Checked builds are the sanitizer
+// and debug presets (QUIESCE_CHECKED_LOCKS, set by cmake/compile_options.cmake); release
+// keeps the mutex a std::mutex and assert_held() free. Not installed.
 //
 // Protection legend of the owner: written only by the thread that holds the mutex (set
 // after locking, cleared before unlocking or a condition-variable wait), read by any

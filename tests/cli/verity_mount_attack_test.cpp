@@ -53,6 +53,12 @@ bool leaked(const std::string& data) {
   return data.find("ROOT-ONLY") != std::string::npos;
 }
 
+// Unmounts what the test mounted at `at` (a ramfs SOURCE, a second mount) when it leaves.
+struct unmount_at {
+  fs::path at;
+  ~unmount_at() { shell2("umount " + at.string()); }
+};
+
 // What a child read from a file: its bytes, or the errno that stopped it.
 struct read_result {
   int err = 0;
@@ -631,10 +637,7 @@ TEST_F(MountAttack, AFileWithSeveralNamesIsEmlinkWhereNoRecordCanBeKept) {
   if (shell2("mount -t ramfs quiesce-test " + src_.string()).code != 0) {
     GTEST_SKIP() << "cannot mount a ramfs here";
   }
-  struct unmount {
-    fs::path at;
-    ~unmount() { shell2("umount " + at.string()); }
-  } unmount_src{src_};
+  const unmount_at unmount_src{src_};
   ::chmod(src_.c_str(), 0755);
   write_random(src_ / "two", 20'000, 5);
   ASSERT_EQ(::link((src_ / "two").c_str(), (src_ / "two-b").c_str()), 0);
@@ -938,10 +941,7 @@ TEST_F(MountAttack, RacingUnlinksOfTheLastTwoNamesLeaveNoKeptSidecar) {
   const auto mounted =
       shell2(quiesce::test::mount_cli() + " verity mount " + src_.string() + " " + second.string());
   ASSERT_EQ(mounted.code, 0) << mounted.out;
-  struct unmount {
-    fs::path at;
-    ~unmount() { shell2("umount " + at.string()); }
-  } unmount_second{second};
+  const unmount_at unmount_second{second};
   for (int i = 0; i < files; ++i) {
     const std::string n = std::to_string(i);
     std::atomic<int> ready{0};
