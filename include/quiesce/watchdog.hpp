@@ -53,7 +53,8 @@ struct watchdog_config {
   std::chrono::nanoseconds hung_task = std::chrono::seconds(120);
 };
 
-// Replaces the configuration; takes effect at the next tick. Throws std::invalid_argument
+// Replaces the configuration; takes effect at once (a tick runs with it now, and the next
+// one a new `tick` later). Throws std::invalid_argument
 // naming the field if a duration is negative or tick is zero.
 void set_watchdog_config(const watchdog_config& config);
 watchdog_config get_watchdog_config();

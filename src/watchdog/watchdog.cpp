@@ -79,9 +79,14 @@ class watchdog {
     w.lock_.unlock();
   }
 
+  // The sleep between ticks is cut short: a tick shortened from an hour takes effect now.
   void set_config(const watchdog_config& c) {
-    detail::lock_guard guard(lock_);
-    config_ = c;
+    {
+      detail::lock_guard guard(lock_);
+      config_ = c;
+      ++config_gen_;
+    }
+    tick_cv_.notify_all();
   }
   watchdog_config config() {
     detail::lock_guard guard(lock_);
@@ -121,6 +126,7 @@ class watchdog {
     detail::unique_lock guard(lock_);
     for (;;) {
       const watchdog_config cfg = config_;
+      const std::uint64_t cfg_gen = config_gen_;
       std::vector<std::uint64_t> ids;
       for (const auto& [id, e] : checks_)
         ids.push_back(id);
@@ -147,12 +153,16 @@ class watchdog {
         idle_since = now_ns();
         continue;
       }
-      guard.wait_until(tick_cv_, std::chrono::steady_clock::now() + tick_of(cfg));
+      // Not if the configuration changed while the checks ran: its notification came before
+      // this wait, and a tick shortened from an hour would wait the hour.
+      if (config_gen_ == cfg_gen) {
+        guard.wait_until(tick_cv_, std::chrono::steady_clock::now() + tick_of(cfg));
+      }
     }
   }
 
   detail::mutex lock_{"watchdog lock_"};
-  std::condition_variable tick_cv_;  // the sleep between ticks (nobody notifies it)
+  std::condition_variable tick_cv_;  // the sleep between ticks (set_config cuts it short)
   std::condition_variable idle_cv_;  // a check finished running
   std::map<std::uint64_t, entry> checks_ QUIESCE_GUARDED_BY(lock_);
   std::uint64_t last_id_ QUIESCE_GUARDED_BY(lock_) = 0;
@@ -161,9 +171,10 @@ class watchdog {
   // Set in a fork child (no thread there).
   bool in_fork_child_ QUIESCE_GUARDED_BY(lock_) = false;
   watchdog_config config_ QUIESCE_GUARDED_BY(lock_);
-  named_thread thread_ QUIESCE_GUARDED_BY(lock_);  // started once
-  std::atomic<std::int64_t> holds_{0};             // A: things in flight; seq_cst with sleeping_
-  std::atomic<bool> sleeping_{false};              // A: the thread waits on holds_
+  std::uint64_t config_gen_ QUIESCE_GUARDED_BY(lock_) = 0;  // set_config calls, ever
+  named_thread thread_ QUIESCE_GUARDED_BY(lock_);           // started once
+  std::atomic<std::int64_t> holds_{0};  // A: things in flight; seq_cst with sleeping_
+  std::atomic<bool> sleeping_{false};   // A: the thread waits on holds_
 };
 
 // Never destroyed: runtime threads report through it until the process ends; its thread

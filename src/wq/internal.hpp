@@ -109,6 +109,8 @@ inline constexpr bool flight_counted_read_first = QUIESCE_MUTANT(FLIGHT_COUNTED_
 inline constexpr bool active_skips_inactive = QUIESCE_MUTANT(ACTIVE_SKIPS_INACTIVE);
 // a posted item the queue refused is never destroyed
 inline constexpr bool post_refused_kept = QUIESCE_MUTANT(POST_REFUSED_KEPT);
+// a queuer that lists its item waiting never looks for a free slot again (queue_work_owned)
+inline constexpr bool waiter_never_takes = QUIESCE_MUTANT(WAITER_NEVER_TAKES);
 // the watchdog never activates items left waiting with a slot free (activate_stranded)
 inline constexpr bool stranded_not_swept = QUIESCE_MUTANT(STRANDED_NOT_SWEPT);
 // a normal-priority pool's worker that looked for work goes on counting as on its way

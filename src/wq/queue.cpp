@@ -131,6 +131,9 @@ void queue_work_owned(wq_impl& wq, int cpu, work& item) {
   }
   // No slot, or older items wait: queue behind them, then take what the limit allows (a
   // slot may have come free since; see active_domain::nr_inactive).
+  // (The mutant that never looks again is preempted here, as a queuer may be: the window in
+  // which the last active item ends and reads no waiter.)
+  if (mutant::waiter_never_takes) std::this_thread::sleep_for(std::chrono::microseconds(50));
   work_list taken;
   {
     detail::lock_guard domain_guard(d.lock);
@@ -142,7 +145,9 @@ void queue_work_owned(wq_impl& wq, int cpu, work& item) {
     // queuer that passed its refusal check before the flag, the timer's due item) is dropped
     // all the same. The Dekker pair with activate_all_inactive: the count above, then the
     // flag; the hook sets the flag, then reads the count (seq_cst) - one of the two sees it.
-    take_inactive_locked(d, taken, nullptr, process_exiting() && !mutant::exit_leaves_inactive);
+    const bool past_limit = process_exiting() && !mutant::exit_leaves_inactive;
+    if (past_limit || !mutant::waiter_never_takes)
+      take_inactive_locked(d, taken, nullptr, past_limit);
   }
   activate_taken(taken);
 }

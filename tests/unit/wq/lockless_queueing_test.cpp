@@ -5,9 +5,12 @@
 //  - a queueing racing a flush's color flip is counted in a color some later flush waits
 //    for (pwq::color);
 //  - a queuer that finds a free active slot still runs after the items that wait inactive
-//    (active_domain::fast_activation_allowed), so an ordered queue keeps its order.
+//    (active_domain::fast_activation_allowed), so an ordered queue keeps its order;
+//  - a queuer that found no slot and lists its item waiting looks for a slot once more, as
+//    the last active item may have ended between its look and its listing without seeing
+//    it wait (the Dekker pair of active_domain::nr_inactive).
 // Each is killed by its mutant (tests/mutants): kick_checked_before_push,
-// color_not_rechecked, active_skips_inactive.
+// color_not_rechecked, active_skips_inactive, waiter_never_takes.
 // And a normal-priority pool's worker that looks for work before it sleeps counts as on its
 // way only while it looks (look_for_work): mutant look_leaves_waking.
 #include <gtest/gtest.h>
@@ -21,6 +24,7 @@
 #include "quiesce/clock.hpp"
 #include "quiesce/thread.hpp"
 #include "quiesce/topology.hpp"
+#include "quiesce/watchdog.hpp"
 #include "quiesce/workqueue.hpp"
 #include "wait.hpp"
 
@@ -242,6 +246,52 @@ TEST(LocklessQueueing, AnOrderedQueueKeepsItsOrderUnderABacklog) {
   EXPECT_EQ(out_of_order.load(), 0)
       << "an ordered queue ran item " << first_bad.load() << " out of its queueing order";
   EXPECT_EQ(wq.stats().peak_active, 1);
+}
+
+// The queuer's side of the Dekker pair: an item queued to a queue of max_active 1 as its one
+// active item ends. The queuer finds the slot taken, and the item, ending, may give it back
+// and read that nothing waits before the queuer lists its own: then only the queuer's second
+// look (after its count) finds the free slot. The watchdog's sweep of stranded items would
+// hide a missing look within a tick, so it is held off for the test: a tick of an hour, and
+// no check with a threshold that would shorten it (watchdog_config::tick).
+TEST(LocklessQueueing, AnItemListedWaitingAsTheLastActiveOneEndsStartsWithoutTheWatchdog) {
+  const watchdog_config saved = get_watchdog_config();
+  watchdog_config cfg = saved;
+  cfg.tick = std::chrono::hours(1);
+  cfg.wq_lockup = cfg.wq_cpu_intensive = cfg.rcu_stall = cfg.rcu_tasks_stall = cfg.rcu_tasks_info =
+      cfg.hung_task = std::chrono::nanoseconds::zero();
+  scoped_watchdog_config no_sweeps(cfg);
+  workqueue wq("waiter_looks",
+               wq_options{.unbound = true, .max_active = 1, .scope = affinity_scope::system});
+  std::atomic<bool> started{false}, release{false};
+  std::atomic<int> behind_runs{0};
+  work first("first", [&](work&) {
+    started.store(true);
+    while (!release.load()) {
+    }
+  });
+  work behind("behind", [&](work&) { behind_runs.fetch_add(1); });
+  constexpr int rounds = 300;
+  int stranded = 0;
+  for (int round = 0; round < rounds && stranded == 0; ++round) {
+    started = false;
+    release = false;
+    ASSERT_TRUE(wq.queue(first));
+    ASSERT_TRUE(eventually([&] { return started.load(); }));
+    release = true;  // it ends about as `behind` is queued
+    ASSERT_TRUE(wq.queue(behind));
+    if (!eventually([&] { return behind_runs.load() == round + 1; }, 10s)) ++stranded;
+    if (stranded == 0) {
+      first.flush();
+      behind.flush();
+    }
+  }
+  EXPECT_EQ(stranded, 0) << "an item listed waiting as the last active item ended never "
+                            "started (its queuer did not look for the freed slot again)";
+  if (stranded != 0) {
+    set_watchdog_config(saved);  // the sweep rescues the stranded item, so that it can end
+    behind.flush();
+  }
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include <mutex>
 #include <stdexcept>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "../../../src/watchdog/plugin.hpp"
@@ -64,6 +65,36 @@ TEST(Watchdog, HoggingItemIsReportedAndDoesNotBlockItsPool) {
   EXPECT_TRUE(eventually([&] { return capture.count(report) > 0; }));
   EXPECT_EQ(capture.count(report), 1u);
   EXPECT_GE(wq.stats().hog_reports, 4u);
+}
+
+// set_watchdog_config takes effect at once: a watchdog asleep on a tick of an hour (and no
+// check with a threshold that would shorten it) marks a hog within its new tick of 1 ms.
+// Before, the new configuration waited for the end of the old tick's sleep - an hour here.
+TEST(Watchdog, ANewConfigurationTakesEffectAtOnce) {
+  watchdog_config hour = get_watchdog_config();
+  hour.tick = 1h;
+  hour.wq_lockup = hour.wq_cpu_intensive = hour.rcu_stall = hour.rcu_tasks_stall =
+      hour.rcu_tasks_info = hour.hung_task = 0ns;
+  scoped_watchdog_config restore(hour);
+  workqueue wq("reconfigured");
+  const auto hogs_before = get_watchdog_counters().wq_cpu_hogs;
+  gate running;
+  std::atomic<bool> marked{false};
+  work hog("spinner", [&](work&) {
+    running.open();
+    spin_until(marked);
+  });
+  ASSERT_TRUE(wq.queue_on(cpu0(), hog));
+  ASSERT_TRUE(running.wait());
+  // (Time for the watchdog to fall asleep on the hour's tick - without it the test could
+  // pass on a sleep that began before the hour was set, never on a lost new configuration.)
+  std::this_thread::sleep_for(20ms);
+  set_watchdog_config({.tick = 1ms, .wq_cpu_intensive = 5ms});
+  const bool seen =
+      eventually([&] { return get_watchdog_counters().wq_cpu_hogs > hogs_before; }, 10s);
+  marked = true;
+  hog.flush();
+  EXPECT_TRUE(seen) << "a new configuration waited for the old tick's sleep to end";
 }
 
 // An item may destroy itself from its own function (the kernel lets a work function free
