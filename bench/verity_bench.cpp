@@ -20,10 +20,14 @@
 #include <openssl/evp.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <string>
+#include <system_error>
 #include <vector>
 
 #include "hasher.hpp"
@@ -129,9 +133,21 @@ void BM_build_tree(benchmark::State& state) {
 }
 BENCHMARK(BM_build_tree)->Unit(benchmark::kMillisecond)->UseRealTime();
 
-// A 64 MiB file and its sidecar in the temp directory, made once.
+// A directory of this process's own in the temp directory (mkdtemp): benchmark runs side by
+// side - two tests that run `bench peers` at once - must not write, enable or remove each
+// other's file, as a fixed name made them do.
+fs::path private_temp_dir() {
+  std::string tmpl = (fs::temp_directory_path() / "quiesce_bench_verity.XXXXXX").string();
+  if (::mkdtemp(tmpl.data()) == nullptr) {
+    throw std::system_error(errno, std::generic_category(), "mkdtemp " + tmpl);
+  }
+  return tmpl;
+}
+
+// A 64 MiB file and its sidecar in that directory, made once.
 struct test_file {
-  fs::path path = fs::temp_directory_path() / "quiesce_bench_verity.bin";
+  fs::path dir = private_temp_dir();
+  fs::path path = dir / "file.bin";
   std::uint64_t size = 64ull << 20;
   test_file() {
     const auto chunk = random_bytes(1 << 20);
@@ -143,8 +159,7 @@ struct test_file {
   }
   ~test_file() {
     std::error_code ec;
-    fs::remove(path, ec);
-    fs::remove(path.string() + ".verity", ec);
+    fs::remove_all(dir, ec);
   }
 };
 

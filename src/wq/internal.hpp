@@ -115,6 +115,8 @@ inline constexpr bool waiter_never_takes = QUIESCE_MUTANT(WAITER_NEVER_TAKES);
 inline constexpr bool stranded_not_swept = QUIESCE_MUTANT(STRANDED_NOT_SWEPT);
 // a normal-priority pool's worker that looked for work goes on counting as on its way
 inline constexpr bool look_leaves_waking = QUIESCE_MUTANT(LOOK_LEAVES_WAKING);
+// the watchdog never ends an unbound pool's one-worker mode (pool::end_short_items_locked)
+inline constexpr bool short_items_kept = QUIESCE_MUTANT(SHORT_ITEMS_KEPT);
 // a worker that could not be created is never tried again (retry_worker_creation)
 inline constexpr bool creation_not_retried = QUIESCE_MUTANT(CREATION_NOT_RETRIED);
 // a worker creation that runs out of memory (std::bad_alloc) is not a failed creation
@@ -151,6 +153,17 @@ inline constexpr int wq_dfl_active = 1024;   // WQ_DFL_ACTIVE
 inline constexpr int wq_max_active = 2048;   // WQ_MAX_ACTIVE
 inline constexpr int wq_dfl_min_active = 8;  // WQ_DFL_MIN_ACTIVE
 inline constexpr int max_workers_per_pool = 1024;
+// An unbound pool's items count as short (pool::short_items) while they run for less than
+// this (the item's run: pool::note_run_locked): about a worker's wake-up on the other CPU here
+// (6-30 us, machine.md), the least an item must take for a second worker to start it sooner than
+// the running one.
+inline constexpr std::uint64_t short_item_ns = 5'000;
+// The watchdog ends a pool's one-worker mode when it finds an item that has used this much
+// CPU time, between two of its ticks, while work waits (pool::end_short_items_locked).
+inline constexpr std::uint64_t long_item_ns = 1'000'000;
+inline bool items_are_short(std::uint64_t run_ns) noexcept {
+  return run_ns < short_item_ns;
+}
 // A failed worker creation is tried again this long after (CREATE_COOLDOWN: HZ, one second).
 inline constexpr std::uint64_t create_cooldown_ns = 1'000'000'000;
 
@@ -306,8 +319,11 @@ struct pool {
   // does not cap unbound pools, but there threads are cheap to switch; here extra runnable
   // workers only time-share the same CPUs (libdispatch caps its pools the same way). A
   // worker that blocks (a voluntary block, or found asleep) stops counting, so blocking
-  // items never starve the pool.
-  int max_running() const noexcept { return bound() ? 1 : static_cast<int>(cpus.size()); }
+  // items never starve the pool. An unbound pool whose items are short runs them on one
+  // worker (short_items, below).
+  int max_running() const noexcept {
+    return short_items.load(std::memory_order_seq_cst) ? 1 : running_cap;
+  }
   // Whether a worker that found no work looks for more before it sleeps (idle_look_budget):
   // normal-priority pools. A per-CPU pool's worker shares its CPU with the producer it
   // would wait for, and its look gives that CPU away (sched_yield) between glances, so the
@@ -329,6 +345,17 @@ struct pool {
   std::vector<int> free_slots QUIESCE_GUARDED_BY(lock);  // L(pool): slots of culled workers
   int next_slot QUIESCE_GUARDED_BY(lock) = 0;            // L(pool): slots never used yet
   work_list worklist QUIESCE_GUARDED_BY(lock);  // L(pool): active items waiting for a worker
+  // L(pool), unbound pools only: the latest run of items shorter than short_item_ns, and of
+  // items not shorter. A pool enters the one-worker mode after short_streak_to_enter short
+  // items in a row and leaves it after long_streak_to_leave long ones (hysteresis: a short
+  // item preempted mid-run, which looks long, does not end the mode). A new pool starts
+  // outside it, waking a worker per item until it has seen short ones. Beside the worklist,
+  // which the running worker writes per item too (not on watchdog_ts's line, which queuers
+  // write).
+  int short_streak QUIESCE_GUARDED_BY(lock) = 0;
+  int long_streak QUIESCE_GUARDED_BY(lock) = 0;
+  static constexpr int short_streak_to_enter = 8;
+  static constexpr int long_streak_to_leave = 2;
   // A (seq_cst): active items pushed by queuers without the lock, newest first, chained
   // through work_state::incoming_next. Pushed by a CAS; taken whole (exchange) only under
   // L(pool), by splice_incoming_locked, so the chain below the head is stable while the lock
@@ -349,6 +376,24 @@ struct pool {
   // queuer's read hits in its cache while the workers write the lines around them.
   alignas(cache_line) std::atomic<int> nr_running{0};  // busy workers that count (above)
   std::atomic<int> nr_waking{0};                       // kicked or created, not yet looking
+  // A (seq_cst), unbound pools: whether the items that ran lately were shorter than a worker's
+  // wake-up (note_run_locked). Then the pool runs them on one worker at a time (max_running() is
+  // 1): an item that ends before a second worker would be awake is not worth waking one for, and
+  // two workers that take such items in turn pass the pool lock, the worklist and the item lines
+  // between their CPUs on every item - and take CPU time from the queuer where CPUs are few (issue
+  // 29: with it, unbound empty items 1.3-1.4x and posted lambdas 1.2-1.5x faster here;
+  // docs/workqueue.md). Set under L(pool) as items end (note_run_locked); cleared there, and by the
+  // watchdog when an item runs long while work waits behind it (end_short_items_locked: a long item
+  // after short ones holds up the rest for two ticks at most). Read by queuers without the lock
+  // (queuer_must_kick): a stale read delays a kick, which the running worker's next look or the
+  // watchdog makes up for.
+  std::atomic<bool> short_items{false};
+  // I: max_running() outside that mode - 1 on a per-CPU pool, else the CPUs of its scope
+  // group. A copy of what cpu and cpus say, on this line because queuers read it on every
+  // push: cpu and cpus share the first line with the pool lock, which workers write per
+  // item (with the one-worker mode, reading them held one-poster unbound items at 1.13x of
+  // the build before instead of 1.31x).
+  const int running_cap;
   alignas(cache_line) int next_worker_id QUIESCE_GUARDED_BY(lock) = 0;  // L(pool)
   // L(pool): the process is exiting: workers drop queued items instead of running them.
   bool exiting QUIESCE_GUARDED_BY(lock) = false;
@@ -365,6 +410,31 @@ struct pool {
   std::atomic<std::uint64_t> watchdog_ts{0};  // A: last progress (item started / list filled)
   // D: watchdog_ts when a lockup was reported
   std::uint64_t lockup_reported_ts QUIESCE_GUARDED_BY(lock) = 0;
+  // An item that ran `ns` (wall time) ended (L); keeps short_items in step.
+  void note_run_locked(std::uint64_t ns) noexcept QUIESCE_REQUIRES(lock) {
+    if (bound()) return;
+    if (items_are_short(ns)) {
+      long_streak = 0;
+      short_streak = std::min(short_streak + 1, short_streak_to_enter);
+    } else {
+      short_streak = 0;
+      long_streak = std::min(long_streak + 1, long_streak_to_leave);
+    }
+    const bool was = short_items.load(std::memory_order_relaxed);
+    const bool now =
+        was ? long_streak < long_streak_to_leave : short_streak >= short_streak_to_enter;
+    if (now != was) short_items.store(now, std::memory_order_seq_cst);
+  }
+  // The watchdog found an item that has used long_item_ns of CPU time while work waits
+  // behind it (L): the pool's items are not short after all. Returns true if that ended the
+  // one-worker mode (the caller kicks).
+  bool end_short_items_locked() noexcept QUIESCE_REQUIRES(lock) {
+    if (!short_items.load(std::memory_order_relaxed) || mutant::short_items_kept) return false;
+    short_streak = 0;
+    long_streak = long_streak_to_leave;
+    short_items.store(false, std::memory_order_seq_cst);
+    return true;
+  }
 
   // Items wait for a worker: on the worklist, or pushed and not yet spliced.
   bool has_work() const noexcept QUIESCE_REQUIRES(lock) {
@@ -556,7 +626,8 @@ inline pool::pool(int id_, cpu_set cpus_, int cpu_, int node_, int nice_)
       cpu(cpu_),
       node(node_),
       nice(nice_),
-      idle(std::make_unique<idle_list>()) {}
+      idle(std::make_unique<idle_list>()),
+      running_cap(cpu_ >= 0 ? 1 : static_cast<int>(cpus.size())) {}
 
 // ---- registry.cpp: the pools, and process exit --------------------------------------------
 pool& bound_pool(int cpu, bool highpri);

@@ -309,6 +309,7 @@ void process_one_work(pool& p, worker& w, work& item, unique_lock& lk) QUIESCE_R
   if (mutant::clear_pending_after_run && !destroyed) clear_pending();
 
   q.run_ns.record(end - start);
+  p.note_run_locked(end - start);
   ++q.executed;
   if (threw) ++q.exceptions;
   w.current = nullptr;

@@ -122,6 +122,21 @@ void check_pool_locked(pool& p, std::uint64_t now, const watchdog_config& c, poo
     worker& w = *p.workers[i];
     w.pool->lock.assert_held();
     if (!w.current) continue;
+    // An unbound pool running short items on one worker: an item that has used
+    // long_item_ns of CPU time (since the watchdog first saw it) while work waits behind it
+    // ends that mode (pool::short_items), and another worker starts. CPU time, not wall
+    // time: a short item preempted mid-run is not a long one. (A worker asleep in its item
+    // stops counting through the sleep check below.) The fields are the hog check's, which
+    // unbound pools do not use.
+    if (!p.bound() && p.short_items.load(std::memory_order_relaxed) && p.has_work()) {
+      if (w.wd_seen_seq != w.current_seq) {
+        w.wd_seen_seq = w.current_seq;
+        w.wd_cpu_baseline = thread_cpu_ns(w.cpu_clock);
+      } else if (thread_cpu_ns(w.cpu_clock) - w.wd_cpu_baseline >= long_item_ns &&
+                 p.end_short_items_locked()) {
+        kick_pool_locked(p);
+      }
+    }
     // CPU hog: CPU time of this execution since the watchdog first saw it.
     if (hog_ns > 0 && !w.cpu_intensive) {
       if (w.wd_seen_seq != w.current_seq) {
