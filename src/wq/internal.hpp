@@ -612,7 +612,8 @@ struct worker {
   idle_look_budget idle_look;
   bool looked = false;
 
-  // D (under L(pool)): the watchdog's CPU-hog bookkeeping.
+  // D (under L(pool)): the watchdog's CPU-hog bookkeeping (per-CPU pools), and its look for
+  // an item that runs long among short ones (unbound pools: pool::end_short_items_locked).
   std::uint64_t wd_seen_seq QUIESCE_GUARDED_BY(pool->lock) = 0;
   std::uint64_t wd_cpu_baseline QUIESCE_GUARDED_BY(pool->lock) = 0;
 };

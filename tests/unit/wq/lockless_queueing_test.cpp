@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // The queueing path without the pool lock (src/wq/internal.hpp, "the queueing path takes no
-// lock"): each of its three ordering arguments, raced on purpose.
+// lock"): each of its four ordering arguments, raced on purpose.
 //  - a push racing a worker going idle never strands the item (pool::queuer_must_kick);
 //  - a queueing racing a flush's color flip is counted in a color some later flush waits
 //    for (pwq::color);
