@@ -20,18 +20,15 @@
 #include <openssl/evp.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cstdio>
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <random>
-#include <string>
-#include <system_error>
 #include <vector>
 
 #include "hasher.hpp"
 #include "quiesce/clock.hpp"
+#include "quiesce/host/temp_dir.hpp"
 #include "quiesce/verity.hpp"
 #include "quiesce/workqueue.hpp"
 
@@ -133,21 +130,12 @@ void BM_build_tree(benchmark::State& state) {
 }
 BENCHMARK(BM_build_tree)->Unit(benchmark::kMillisecond)->UseRealTime();
 
-// A directory of this process's own in the temp directory (mkdtemp): benchmark runs side by
-// side - two tests that run `bench peers` at once - must not write, enable or remove each
-// other's file, as a fixed name made them do.
-fs::path private_temp_dir() {
-  std::string tmpl = (fs::temp_directory_path() / "quiesce_bench_verity.XXXXXX").string();
-  if (::mkdtemp(tmpl.data()) == nullptr) {
-    throw std::system_error(errno, std::generic_category(), "mkdtemp " + tmpl);
-  }
-  return tmpl;
-}
-
-// A 64 MiB file and its sidecar in that directory, made once.
+// A 64 MiB file and its sidecar, made once, in a private temporary directory (removed on
+// every way out): benchmark runs side by side - two tests that run `bench peers` at once -
+// must not write, enable or remove each other's file, as a fixed name made them do.
 struct test_file {
-  fs::path dir = private_temp_dir();
-  fs::path path = dir / "file.bin";
+  quiesce::host::temp_dir dir{"bench-verity"};
+  fs::path path = dir.path() / "file.bin";
   std::uint64_t size = 64ull << 20;
   test_file() {
     const auto chunk = random_bytes(1 << 20);
@@ -156,10 +144,6 @@ struct test_file {
       o.write(reinterpret_cast<const char*>(chunk.data()), static_cast<long>(chunk.size()));
     o.close();
     verity::enable(path, verity::params{});
-  }
-  ~test_file() {
-    std::error_code ec;
-    fs::remove_all(dir, ec);
   }
 };
 
