@@ -16,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "../base/mutant.hpp"
 #include "../base/mutex.hpp"
 #include "../base/never_destroyed.hpp"
 #include "../base/signal_mask.hpp"
@@ -28,6 +29,13 @@ namespace {
 
 using namespace std::chrono_literals;
 using detail::watchdog_check;
+
+// Deliberately broken builds (tests/mutants, built against the workqueue suite, whose
+// watchdog tests watch this module): the suite must fail on each.
+namespace mutant {
+// set_config does not cut the sleep between ticks short (a new tick waits for the old one)
+inline constexpr bool config_waits_tick = QUIESCE_MUTANT(WATCHDOG_CONFIG_WAITS_TICK);
+}  // namespace mutant
 
 class watchdog;
 watchdog& the_watchdog();
@@ -86,7 +94,7 @@ class watchdog {
       config_ = c;
       ++config_gen_;
     }
-    tick_cv_.notify_all();
+    if (!mutant::config_waits_tick) tick_cv_.notify_all();
   }
   watchdog_config config() {
     detail::lock_guard guard(lock_);
