@@ -33,6 +33,11 @@ namespace {
 // Nodes are whole cache lines, so that two in flight on two CPUs never share one.
 constexpr std::size_t node_size = (sizeof(delayed_work) + cache_line - 1) / cache_line * cache_line;
 constexpr std::size_t node_align = std::max(alignof(delayed_work), cache_line);
+// Four lines on LP64 (work_state's layout): a fifth, one more line written by the poster
+// and missed by the worker for every post, cost posted lambdas 5-15% (issue 29: three
+// alternations of bench_wq's throughput_post rows, 2026-12-06, docs/workqueue.md).
+static_assert(sizeof(void*) != 8 || node_size <= 4 * cache_line,
+              "a posted node grew past four cache lines: see work_state's layout");
 constexpr unsigned batch_nodes = 32;
 
 // A free node's first bytes. The head of a chain kept in a depot also links the depot's

@@ -26,6 +26,9 @@ struct wq_impl;
 // Shared between queuers, workers, the timer and cancellers; each field names what
 // protects it in the legend of docs/DESIGN.md ("Protection legend": I, A, L(x), P = written
 // by the owner of the pending bit before the item is listed).
+// The 4-byte fields are paired (flags with color, timer_cpu with active), so that on LP64
+// this is 168 bytes and class work 256: a posted item's node is four cache lines, not five
+// (src/wq/post.cpp; a post's poster and worker each touch one line less).
 struct work_state {
   explicit work_state(const char* trace) noexcept : trace_name(trace) {}
   work_state(const work_state&) = delete;
@@ -33,6 +36,7 @@ struct work_state {
 
   const char* const trace_name;                      // I: the item's interned name for trace events
   std::atomic<std::uint32_t> flags{0};               // A: PENDING and the disable count
+  int color = 0;                                     // P: flush color it is counted in
   std::atomic<std::uint64_t> last_id{0};             // A: instances ever queued (id of the newest)
   std::atomic<std::uint64_t> pending_id{0};          // A: id of the queued instance, 0 if none
   std::atomic<std::uint64_t> running_id{0};          // A: id of the running instance, 0 if none
@@ -44,8 +48,6 @@ struct work_state {
   void* on_list = nullptr;           // L(pool): the pool list holding it
   pwq* pwq_of = nullptr;             // P: the queue it was queued through
   worker* current_worker = nullptr;  // L(pool of last_pool): the worker running it
-  int color = 0;                     // P: flush color it is counted in
-  bool active = false;               // P, or L(domain) while inactive: counted in nr_active
   std::uint64_t queued_ns = 0;       // P
   std::uint64_t activated_ns = 0;    // Q (see the legend): when it became active
   // Q: the next (older) item on its pool's incoming list, while it is there
@@ -55,6 +57,7 @@ struct work_state {
   std::uint64_t timer_seq = 0;  // 0 = not armed
   wq_impl* timer_wq = nullptr;
   int timer_cpu = -1;
+  bool active = false;  // P, or L(domain) while inactive: counted in nr_active
 };
 
 }  // namespace quiesce::detail
