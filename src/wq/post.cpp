@@ -34,7 +34,7 @@ namespace {
 constexpr std::size_t node_size = (sizeof(delayed_work) + cache_line - 1) / cache_line * cache_line;
 constexpr std::size_t node_align = std::max(alignof(delayed_work), cache_line);
 // Four lines on LP64 (work_state's layout): a fifth, one more line written by the poster
-// and missed by the worker for every post, cost posted lambdas 5-15% (issue 29: three
+// and missed by the worker for every post, cost bound posted lambdas 5-23% (issue 29: seven
 // alternations of bench_wq's throughput_post rows, 2026-12-06, docs/workqueue.md).
 static_assert(sizeof(void*) != 8 || node_size <= 4 * cache_line,
               "a posted node grew past four cache lines: see work_state's layout");
