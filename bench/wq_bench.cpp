@@ -9,7 +9,10 @@
 //   (d) round trips (the kernel's lib/test_workqueue.c shape): producers each post an item
 //       and wait for it to finish, 100,000 in all;
 //   (e) post-to-start latency as (b), while one CPU-bound thread per CPU spins at normal
-//       priority: quiesce's highpri per-CPU queue against the peers' pools.
+//       priority: quiesce's highpri per-CPU queue against the peers' pools;
+//   (f) quiesce alone, what a post's footprint costs over time: sixteen rounds of (a)'s
+//       two-poster posts in one run, the first round's and the last's rate and the
+//       resident set after each (post_footprint; run it alone for a fresh process).
 // Peers (Debian packages): oneTBB task_arena with 2 threads, Boost.Asio thread_pool(2),
 // and a plain mutex + condition_variable pool of 2 threads.
 // One repetition is one run of the loop (Iterations(1)); repeat with
@@ -22,16 +25,19 @@
 #include <oneapi/tbb/task_arena.h>
 #include <oneapi/tbb/task_group.h>
 #include <sched.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <boost/asio/post.hpp>
 #include <boost/asio/thread_pool.hpp>
 #include <condition_variable>
+#include <cstdio>
 #include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -242,6 +248,51 @@ void throughput_post(benchmark::State& state, quiesce::wq_options options) {
 BENCHMARK_CAPTURE(throughput_post, bound, quiesce::wq_options{})->Apply(throughput_args);
 BENCHMARK_CAPTURE(throughput_post, unbound, quiesce::wq_options{.unbound = true})
     ->Apply(throughput_args);
+
+// ---- (f) a post's footprint over time ----
+// Posted nodes are kept on free lists that never shrink (src/wq/post.cpp): a poster that
+// runs ahead of the workers leaves as many nodes as the backlog's peak, and later rounds
+// walk that much colder memory (docs/workqueue.md, "post"). Sixteen rounds of two posters'
+// 1M posts; counters: the first and the last round's rate (M items/s) and the resident set
+// after each (MB). The rounds of a fresh process show the growth: run this benchmark alone.
+double resident_mb() {
+  long pages = 0, resident = 0;
+  if (std::FILE* f = std::fopen("/proc/self/statm", "r")) {
+    if (std::fscanf(f, "%ld %ld", &pages, &resident) != 2) resident = 0;
+    std::fclose(f);
+  }
+  return static_cast<double>(resident) * static_cast<double>(::sysconf(_SC_PAGESIZE)) / 1048576.0;
+}
+
+void post_footprint(benchmark::State& state, quiesce::wq_options options) {
+  constexpr int rounds = 16;
+  quiesce::workqueue wq("bench_footprint", options);
+  item_count done;
+  for (auto _ : state) {
+    for (int round = 1; round <= rounds; ++round) {
+      const std::uint64_t t0 = quiesce::now_ns();
+      post_from(2, throughput_items, done,
+                [&](int, std::int64_t) { wq.post([&done] { done.add(); }); });
+      const double rate = static_cast<double>(throughput_items) * 1e3 /
+                          static_cast<double>(quiesce::now_ns() - t0);  // M items/s
+      if (round == 1 || round == rounds) {
+        const std::string which = round == 1 ? "first" : "last";
+        state.counters[which + "_M_per_s"] = rate;
+        state.counters[which + "_rss_MB"] = resident_mb();
+      }
+    }
+  }
+  wq.flush();
+  state.SetItemsProcessed(state.iterations() * rounds * throughput_items);
+}
+BENCHMARK_CAPTURE(post_footprint, bound, quiesce::wq_options{})
+    ->Iterations(1)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(post_footprint, unbound, quiesce::wq_options{.unbound = true})
+    ->Iterations(1)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 
 void throughput_tbb(benchmark::State& state) {
   const int posters = static_cast<int>(state.range(0));
