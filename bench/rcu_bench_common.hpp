@@ -18,6 +18,7 @@
 
 #include "quiesce/clock.hpp"
 #include "quiesce/histogram.hpp"
+#include "resident.hpp"
 
 namespace rcu_bench {
 
@@ -77,16 +78,6 @@ inline double flood_seconds() {
     std::exit(2);
   }
   return 10;
-}
-
-inline std::int64_t resident_bytes() {
-  std::FILE* f = std::fopen("/proc/self/statm", "r");
-  long size = 0, resident = 0;
-  if (f != nullptr) {
-    if (std::fscanf(f, "%ld %ld", &size, &resident) != 2) resident = 0;
-    std::fclose(f);
-  }
-  return resident * static_cast<std::int64_t>(::sysconf(_SC_PAGESIZE));
 }
 
 template <typename Retire, typename ReaderLoop, typename Barrier>

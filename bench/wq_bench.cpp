@@ -25,14 +25,12 @@
 #include <oneapi/tbb/task_arena.h>
 #include <oneapi/tbb/task_group.h>
 #include <sched.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <boost/asio/post.hpp>
 #include <boost/asio/thread_pool.hpp>
 #include <condition_variable>
-#include <cstdio>
 #include <deque>
 #include <functional>
 #include <memory>
@@ -44,6 +42,7 @@
 #include "quiesce/clock.hpp"
 #include "quiesce/histogram.hpp"
 #include "quiesce/workqueue.hpp"
+#include "resident.hpp"
 
 namespace {
 
@@ -255,15 +254,6 @@ BENCHMARK_CAPTURE(throughput_post, unbound, quiesce::wq_options{.unbound = true}
 // walk that much colder memory (docs/workqueue.md, "post"). Sixteen rounds of two posters'
 // 1M posts; counters: the first and the last round's rate (M items/s) and the resident set
 // after each (MB). The rounds of a fresh process show the growth: run this benchmark alone.
-double resident_mb() {
-  long pages = 0, resident = 0;
-  if (std::FILE* f = std::fopen("/proc/self/statm", "r")) {
-    if (std::fscanf(f, "%ld %ld", &pages, &resident) != 2) resident = 0;
-    std::fclose(f);
-  }
-  return static_cast<double>(resident) * static_cast<double>(::sysconf(_SC_PAGESIZE)) / 1048576.0;
-}
-
 void post_footprint(benchmark::State& state, quiesce::wq_options options) {
   constexpr int rounds = 16;
   quiesce::workqueue wq("bench_footprint", options);
@@ -278,7 +268,7 @@ void post_footprint(benchmark::State& state, quiesce::wq_options options) {
       if (round == 1 || round == rounds) {
         const std::string which = round == 1 ? "first" : "last";
         state.counters[which + "_M_per_s"] = rate;
-        state.counters[which + "_rss_MB"] = resident_mb();
+        state.counters[which + "_rss_MB"] = static_cast<double>(resident_bytes()) / 1048576.0;
       }
     }
   }
