@@ -87,6 +87,7 @@
 // child of a process that had started them cannot use them; every call throws).
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -127,9 +128,14 @@ inline constexpr int memb_snapshot_shift = 16;           // high 48 bits: grace-
 // This thread's reader word: (grace-period number seen at the outermost lock << 16) |
 // nesting. Written only by its thread (relaxed/release), read by writers (acquire).
 // Constant-initialised and trivially destructible, so access needs no TLS wrapper call.
+// While the thread is not in the registry the word is memb_unregistered: it reads as
+// nested to the deepest level, so lock()'s one test of the word, the nesting test, also
+// sends a thread that must register first to the slow path (no second load on the hot
+// path). Writers never read it then: they read only registered threads' words.
+inline constexpr std::uint64_t memb_unregistered = memb_nest_mask;
 struct memb_reader {
-  std::atomic<std::uint64_t> word{0};  // A
-  bool registered = false;             // W: this thread is in the domain's registry
+  std::atomic<std::uint64_t> word{memb_unregistered};  // A
+  bool registered = false;                             // W: in the domain's registry
 };
 inline thread_local memb_reader tls_memb;
 
@@ -141,38 +147,49 @@ struct memb_shared {
 };
 extern memb_shared memb;
 
-void memb_register_slow() noexcept;
-// lock() at the deepest nesting the reader word holds: aborts with a message.
-[[noreturn]] void memb_nesting_overflow() noexcept;
+// lock() that found the word at its deepest nesting: a thread not yet registered
+// (memb_unregistered) registers and enters its outermost section; a registered one is
+// nested 65,535 levels deep, and aborts with a message.
+void memb_lock_slow() noexcept;
 void memb_wake_writer() noexcept;
 
 // The read side's barrier: with membarrier the writer forces the ordering with an IPI, so
-// a compiler barrier is enough here; otherwise a full fence.
-inline void memb_barrier() noexcept {
+// a compiler barrier is enough here; otherwise a full fence. `membarrier` is
+// memb.membarrier, loaded once by the caller for both of unlock()'s barriers.
+inline void memb_barrier(bool membarrier) noexcept {
 #if defined(__SANITIZE_THREAD__)
+  (void)membarrier;
   std::atomic_thread_fence(std::memory_order_seq_cst);
 #else
-  if (memb.membarrier.load(std::memory_order_relaxed)) {
+  if (membarrier) [[likely]] {
     std::atomic_signal_fence(std::memory_order_seq_cst);
   } else {
     std::atomic_thread_fence(std::memory_order_seq_cst);
   }
 #endif
 }
+inline void memb_barrier() noexcept {
+  memb_barrier(memb.membarrier.load(std::memory_order_relaxed));
+}
+
+// The outermost lock(): the word takes the current grace-period number.
+inline void memb_enter_outermost(memb_reader& r) noexcept {
+  r.word.store(memb.gp_ctr.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  memb_barrier();  // the word is visible before any read of protected data
+}
 
 inline void memb_lock() noexcept {
   memb_reader& r = tls_memb;
   const std::uint64_t w = r.word.load(std::memory_order_relaxed);
   if (w & memb_nest_mask) [[unlikely]] {  // nested: just count (the outermost is the hot path)
-    if ((w & memb_nest_mask) == memb_nest_mask) [[unlikely]]
-      memb_nesting_overflow();  // one more would carry into the grace-period number
+    if ((w & memb_nest_mask) == memb_nest_mask) [[unlikely]] {
+      memb_lock_slow();  // unregistered, or one more would carry into the grace period
+      return;
+    }
     r.word.store(w + 1, std::memory_order_relaxed);
     return;
   }
-  if (!r.registered) [[unlikely]]
-    memb_register_slow();
-  r.word.store(memb.gp_ctr.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-  memb_barrier();  // the word is visible before any read of protected data
+  memb_enter_outermost(r);
 }
 
 inline void memb_unlock() noexcept {
@@ -182,9 +199,10 @@ inline void memb_unlock() noexcept {
     r.word.store(w - 1, std::memory_order_relaxed);
     return;
   }
-  memb_barrier();  // every read of protected data is done before the word says so
+  const bool membarrier = memb.membarrier.load(std::memory_order_relaxed);
+  memb_barrier(membarrier);  // every read of protected data is done before the word says so
   r.word.store(w - 1, std::memory_order_release);
-  memb_barrier();
+  memb_barrier(membarrier);
   if (memb.waiting.load(std::memory_order_relaxed)) [[unlikely]]
     memb_wake_writer();
 }
@@ -211,9 +229,11 @@ void qs_report_slow(qs_shared& shared, qs_reader& reader) noexcept;
 inline void qs_report(qs_shared& shared, qs_reader& reader) noexcept {
   // Nothing started since our last report: nothing to do. (Offline, our counter is 0,
   // which the shared counter never is: the slow path sees that and stays offline.)
-  if (reader.ctr.load(std::memory_order_relaxed) == shared.gp_ctr.load(std::memory_order_relaxed))
-    return;
-  qs_report_slow(shared, reader);
+  // (The hint keeps the report out of line: a loop of reports then takes one branch per turn.)
+  if (reader.ctr.load(std::memory_order_relaxed) != shared.gp_ctr.load(std::memory_order_relaxed))
+      [[unlikely]] {
+    qs_report_slow(shared, reader);
+  }
 }
 
 struct rcu_access;
@@ -229,18 +249,14 @@ class rcu_domain {
 
   // Enters a read-side critical section. Default domain: a few ns, never blocks; the first
   // call on a thread registers it (takes a lock once). QSBR and Tasks domains: nothing.
-  void lock() noexcept {
-    if (kind_ == detail::rcu_kind::memb) detail::memb_lock();
-  }
+  void lock() noexcept;
   // Always succeeds (P2545).
   bool try_lock() noexcept {
     lock();
     return true;
   }
   // Leaves the read-side critical section entered by the matching lock().
-  void unlock() noexcept {
-    if (kind_ == detail::rcu_kind::memb) detail::memb_unlock();
-  }
+  void unlock() noexcept;
 
   // "rcu" (default), "rcu_qsbr" or "rcu_tasks": the name used in stall reports.
   const char* name() const noexcept;
@@ -251,10 +267,27 @@ class rcu_domain {
   const detail::rcu_kind kind_;
 };
 
+namespace detail {
+// The three domain objects, indexed by rcu_kind (defined in src/rcu/domain.cpp). The inline
+// read side tells a domain by its address, which the compiler knows (a constant, or a
+// register it compares once per loop), not by a field it would load again after every
+// compiler barrier.
+extern std::array<rcu_domain, std::size(all_rcu_kinds)> domain_objects;
+constexpr rcu_domain& domain_object(rcu_kind k) noexcept {
+  return domain_objects[static_cast<std::size_t>(k)];
+}
+}  // namespace detail
+
 // The three domains. Valid for the whole life of the process.
-rcu_domain& rcu_default_domain() noexcept;
-rcu_domain& rcu_qsbr_domain() noexcept;
-rcu_domain& rcu_tasks_domain() noexcept;
+inline rcu_domain& rcu_default_domain() noexcept {
+  return detail::domain_object(detail::rcu_kind::memb);
+}
+inline rcu_domain& rcu_qsbr_domain() noexcept {
+  return detail::domain_object(detail::rcu_kind::qsbr);
+}
+inline rcu_domain& rcu_tasks_domain() noexcept {
+  return detail::domain_object(detail::rcu_kind::tasks);
+}
 
 // Waits until every read-side critical section (default domain) or every online thread
 // (QSBR, Tasks) that existed when it was called has ended or passed a quiescent state.
@@ -409,16 +442,19 @@ struct detail::rcu_access {
   static constexpr rcu_domain make(rcu_kind k) noexcept { return rcu_domain(k); }
 };
 
+inline void rcu_domain::lock() noexcept {
+  if (this == &rcu_default_domain()) detail::memb_lock();
+}
+
+inline void rcu_domain::unlock() noexcept {
+  if (this == &rcu_default_domain()) detail::memb_unlock();
+}
+
 inline void rcu_quiescent_state(rcu_domain& domain) noexcept {
-  switch (detail::rcu_access::kind(domain)) {
-    case detail::rcu_kind::qsbr:
-      detail::qs_report(detail::qsbr, detail::tls_qsbr);
-      break;
-    case detail::rcu_kind::tasks:
-      detail::qs_report(detail::tasks, detail::tls_tasks);
-      break;
-    case detail::rcu_kind::memb:
-      break;
+  if (&domain == &rcu_qsbr_domain()) {
+    detail::qs_report(detail::qsbr, detail::tls_qsbr);
+  } else if (&domain == &rcu_tasks_domain()) {
+    detail::qs_report(detail::tasks, detail::tls_tasks);
   }
 }
 

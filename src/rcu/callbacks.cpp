@@ -325,7 +325,7 @@ bool may_wait_for_backlog(rcu_state& st) noexcept {
   if (on_callback_thread_of(st)) return false;
   switch (st.kind) {
     case rcu_kind::memb:
-      return (tls_memb.word.load(std::memory_order_relaxed) & memb_nest_mask) == 0;
+      return !memb_in_section();
     case rcu_kind::qsbr:
       return !rcu_thread_is_online(st.domain);
     case rcu_kind::tasks:

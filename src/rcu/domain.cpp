@@ -45,12 +45,17 @@ constexpr bool in_enum_order() {
 static_assert(in_enum_order(), "all_rcu_kinds lists the flavours in enum order");
 using flavor_indices = std::make_index_sequence<nr_flavors>;
 
-// One domain object per flavour, indexed by rcu_kind.
 template <std::size_t... I>
 constexpr std::array<rcu_domain, nr_flavors> make_domains(std::index_sequence<I...>) {
   return {{A::make(all_rcu_kinds[I])...}};
 }
+
+}  // namespace
+
+// One domain object per flavour, indexed by rcu_kind (declared in quiesce/rcu.hpp).
 constinit std::array<rcu_domain, nr_flavors> domain_objects = make_domains(flavor_indices{});
+
+namespace {
 
 // Each domain's state, indexed by rcu_kind. Constructed on first use, never destroyed:
 // callback threads outlive static destructors.
@@ -154,6 +159,9 @@ void register_thread(rcu_kind k) noexcept {
   rcu_state& st = state_of(k);
   lock_guard guard(st.registry_lock);
   e.tid = this_thread_tid();
+  // Default domain: out of memb_unregistered (which a writer would read as a section
+  // begun before every grace period) before a writer can see the entry.
+  if (f.marked_sections) f.my_word().store(0, std::memory_order_relaxed);
   st.readers.push_back(&e);
   f.my_registered() = true;
 }
@@ -183,7 +191,10 @@ void unregister_thread(rcu_kind k) noexcept {
     if (f.my_entry().node.linked()) st.readers.erase(&f.my_entry());
   }
   f.my_registered() = false;  // a later lock()/online registers again
-  wake_writer(f.waiting);     // our exit may be what a waiting grace period needs
+  if (f.marked_sections && !mutant::memb_unregister_keeps_word) {
+    f.my_word().store(memb_unregistered, std::memory_order_relaxed);  // ... by lock()'s slow path
+  }
+  wake_writer(f.waiting);  // our exit may be what a waiting grace period needs
 }
 
 void on_thread_exit(void*) noexcept {
@@ -230,15 +241,18 @@ std::span<rcu_state* const> all_states() noexcept {
   return {states(), nr_flavors};
 }
 
-void memb_nesting_overflow() noexcept {
+[[noreturn]] void memb_nesting_overflow() noexcept {
   die("rcu_default_domain().lock() nested %llu levels deep: the reader word holds at most "
       "%llu; aborting (a deeper reader would look idle to a grace period)",
       static_cast<unsigned long long>(memb_nest_mask + 1),
       static_cast<unsigned long long>(memb_nest_mask));
 }
 
-void memb_register_slow() noexcept {
-  register_thread(rcu_kind::memb);
+void memb_lock_slow() noexcept {
+  memb_reader& r = tls_memb;
+  if (r.registered) memb_nesting_overflow();
+  register_thread(rcu_kind::memb);  // the word is 0 now: no section open
+  memb_enter_outermost(r);
 }
 
 void memb_wake_writer() noexcept {
@@ -257,16 +271,6 @@ void qs_report_slow(qs_shared& shared, qs_reader& reader) noexcept {
 
 using detail::rcu_access;
 using detail::rcu_kind;
-
-rcu_domain& rcu_default_domain() noexcept {
-  return detail::domain_objects[static_cast<int>(detail::rcu_kind::memb)];
-}
-rcu_domain& rcu_qsbr_domain() noexcept {
-  return detail::domain_objects[static_cast<int>(detail::rcu_kind::qsbr)];
-}
-rcu_domain& rcu_tasks_domain() noexcept {
-  return detail::domain_objects[static_cast<int>(detail::rcu_kind::tasks)];
-}
 
 const char* rcu_domain::name() const noexcept {
   return detail::flavor_of(kind_).name;

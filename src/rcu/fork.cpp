@@ -67,7 +67,7 @@ void unlock_all(rcu_state& st) noexcept
 // The three handlers hand the locks from the prepare handler to the parent's and child's
 // (pthread_atfork), which the analysis cannot follow; the checked builds assert them held.
 void before_fork() noexcept QUIESCE_NO_THREAD_SAFETY_ANALYSIS {
-  if ((tls_memb.word.load(std::memory_order_relaxed) & memb_nest_mask) != 0) {
+  if (memb_in_section()) {
     // A grace period in progress would wait for this thread, and this thread for it.
     die("fork() called inside a read-side critical section of rcu_default_domain(); "
         "fork outside read-side sections");

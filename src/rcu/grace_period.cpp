@@ -210,9 +210,7 @@ namespace {
 
 bool misuse_inside_reader(rcu_state& st, const char* what) noexcept {
   if (!st.flavor.marked_sections) return false;
-  if ((detail::tls_memb.word.load(std::memory_order_relaxed) & detail::memb_nest_mask) == 0) {
-    return false;
-  }
+  if (!detail::memb_in_section()) return false;
   st.misuse.fetch_add(1, std::memory_order_relaxed);
   // Formatted on the stack; the report is dropped if the log itself cannot allocate.
   char line[160];

@@ -52,6 +52,9 @@ inline constexpr bool rcu_child_keeps_readers = QUIESCE_MUTANT(RCU_CHILD_KEEPS_R
 inline constexpr bool rcu_registration_allocates = QUIESCE_MUTANT(RCU_REGISTRATION_ALLOCATES);
 // a thread leaves the registry in a thread_local destructor, before earlier ones run
 inline constexpr bool rcu_unregister_early = QUIESCE_MUTANT(RCU_UNREGISTER_EARLY);
+// an unregistered thread's default-domain word keeps 0, so a lock() after unregistration
+// (a later thread-exit round) skips registering
+inline constexpr bool memb_unregister_keeps_word = QUIESCE_MUTANT(MEMB_UNREGISTER_KEEPS_WORD);
 // a failing membarrier falls back to a fence (readers keep compiler barriers)
 inline constexpr bool rcu_membarrier_fallback = QUIESCE_MUTANT(RCU_MEMBARRIER_FALLBACK);
 // a cookie's grace-period number is read with no full fence after the caller's removal
@@ -59,6 +62,13 @@ inline constexpr bool rcu_cookie_no_fence = QUIESCE_MUTANT(RCU_COOKIE_NO_FENCE);
 // a retire past the callback limit never waits for the backlog to drain
 inline constexpr bool rcu_flood_uncapped = QUIESCE_MUTANT(RCU_FLOOD_UNCAPPED);
 }  // namespace mutant
+
+// Whether the calling thread is inside a read-side section of the default domain. (An
+// unregistered thread's word is memb_unregistered, which reads as nested: not a section.)
+inline bool memb_in_section() noexcept {
+  return tls_memb.registered &&
+         (tls_memb.word.load(std::memory_order_relaxed) & memb_nest_mask) != 0;
+}
 
 // Linux's TASK_COMM_LEN: a thread name and its terminating NUL.
 inline constexpr std::size_t thread_name_len = 16;

@@ -7,6 +7,8 @@
 // rcu_synchronize() returned while it read.
 #include <gtest/gtest.h>
 
+#include <pthread.h>
+
 #include <atomic>
 #include <string>
 #include <thread>
@@ -44,6 +46,7 @@ struct exit_probe {
   std::atomic<bool> sync_returned{false};    // rcu_synchronize() returned
   std::atomic<bool> returned_inside{false};  // ... while the section was open: the bug
   std::atomic<bool> left_section{false};
+  std::atomic<bool> was_registered{false};  // the thread was registered on entering
 };
 exit_probe* g_probe = nullptr;
 
@@ -56,46 +59,76 @@ bool asleep(pid_t tid) {
   }
 }
 
-// Enters a read-side section in its destructor, and holds it until the synchronizer either
-// returned (the bug) or is asleep waiting (for us).
+// Enters a read-side section, and holds it until the synchronizer either returned (the bug)
+// or is asleep waiting (for us). Run from the exiting thread's destructors.
+void read_while_exiting() {
+  exit_probe& p = *g_probe;
+  rcu_domain& d = domain_of(p.f);
+  p.was_registered = rcu_thread_is_online(d);
+  if (p.f == flavor::memb) {
+    d.lock();
+  } else {
+    rcu_thread_online(d);  // holds grace periods until its next quiescent state
+  }
+  p.in_section = true;
+  const bool decided = eventually(
+      [&] {
+        if (p.sync_returned.load()) return true;
+        const pid_t tid = p.sync_tid.load();
+        return p.sync_calling.load() && tid != 0 && asleep(tid);
+      },
+      generous);
+  p.returned_inside = p.sync_returned.load();
+  if (!decided) p.returned_inside = true;  // neither: report, do not hang
+  if (p.f == flavor::memb) {
+    d.unlock();
+  } else {
+    rcu_thread_offline(d);
+  }
+  p.left_section = true;
+}
+
 struct reads_at_exit {
   bool armed = false;
   ~reads_at_exit() {
-    if (!armed) return;
-    exit_probe& p = *g_probe;
-    rcu_domain& d = domain_of(p.f);
-    if (p.f == flavor::memb) {
-      d.lock();
-    } else {
-      rcu_thread_online(d);  // holds grace periods until its next quiescent state
-    }
-    p.in_section = true;
-    const bool decided = eventually(
-        [&] {
-          if (p.sync_returned.load()) return true;
-          const pid_t tid = p.sync_tid.load();
-          return p.sync_calling.load() && tid != 0 && asleep(tid);
-        },
-        generous);
-    p.returned_inside = p.sync_returned.load();
-    if (!decided) p.returned_inside = true;  // neither: report, do not hang
-    if (p.f == flavor::memb) {
-      d.unlock();
-    } else {
-      rcu_thread_offline(d);
-    }
-    p.left_section = true;
+    if (armed) read_while_exiting();
   }
 };
 
 thread_local reads_at_exit tls_reads_at_exit;
 
-void reader_in_thread_exit(flavor f, bool used_before) {
+// Where the exiting thread reads: in a thread_local destructor, or in a pthread key
+// destructor once quiesce's own has taken the thread out of the registry (glibc runs a
+// round's key destructors in key order, and one that sets its key again in a next round).
+enum class exit_stage { thread_local_destructor, after_unregistration };
+
+void reader_in_thread_exit(flavor f, bool used_before,
+                           exit_stage stage = exit_stage::thread_local_destructor) {
   exit_probe probe;
   probe.f = f;
   g_probe = &probe;
+  pthread_key_t late_key{};
+  if (stage == exit_stage::after_unregistration) {
+    static pthread_key_t key;  // the destructor's own (a captureless lambda)
+    ASSERT_EQ(::pthread_key_create(&key,
+                                   [](void* arg) {
+                                     // Should a reused lower key run before quiesce's, wait for the
+                                     // next round.
+                                     if (rcu_thread_is_online(rcu_default_domain())) {
+                                       ::pthread_setspecific(key, arg);
+                                       return;
+                                     }
+                                     read_while_exiting();
+                                   }),
+              0);
+    late_key = key;
+  }
   std::thread reader([&] {
-    tls_reads_at_exit.armed = true;  // constructed first: destroyed last
+    if (stage == exit_stage::after_unregistration) {
+      ::pthread_setspecific(late_key, &probe);
+    } else {
+      tls_reads_at_exit.armed = true;  // constructed first: destroyed last
+    }
     if (used_before) {
       rcu_domain& d = domain_of(f);
       if (f == flavor::memb) {
@@ -117,11 +150,15 @@ void reader_in_thread_exit(flavor f, bool used_before) {
   });
   sync.join();
   reader.join();
+  if (stage == exit_stage::after_unregistration) {
+    ::pthread_key_delete(late_key);
+    EXPECT_FALSE(probe.was_registered.load()) << "the thread was still registered";
+  }
   EXPECT_TRUE(probe.left_section.load());
   EXPECT_FALSE(probe.returned_inside.load())
       << domain_of(f).name()
-      << ": rcu_synchronize() returned while a thread_local destructor was inside a read-side "
-         "section (the exiting thread was not in the registry)";
+      << ": rcu_synchronize() returned while the exiting thread was inside a read-side "
+         "section (it was not in the registry)";
   g_probe = nullptr;
 }
 
@@ -130,6 +167,11 @@ TEST(RcuThreadExit, DefaultDomainReaderInAThreadLocalDestructorHoldsGracePeriods
 }
 TEST(RcuThreadExit, DefaultDomainFirstLockInAThreadLocalDestructorHoldsGracePeriods) {
   reader_in_thread_exit(flavor::memb, /*used_before=*/false);
+}
+// After quiesce's key destructor took the thread out of the registry, a lock() registers it
+// again (and it leaves again in the next destructor round).
+TEST(RcuThreadExit, DefaultDomainLockAfterUnregistrationHoldsGracePeriods) {
+  reader_in_thread_exit(flavor::memb, /*used_before=*/true, exit_stage::after_unregistration);
 }
 TEST(RcuThreadExit, QsbrOnlineInAThreadLocalDestructorHoldsGracePeriods) {
   reader_in_thread_exit(flavor::qsbr, /*used_before=*/true);
