@@ -83,6 +83,8 @@ inline constexpr bool flush_ignores_pending = QUIESCE_MUTANT(FLUSH_IGNORES_PENDI
 inline constexpr bool no_cross_pool_reentrancy = QUIESCE_MUTANT(NO_CROSS_POOL_REENTRANCY);
 // the pending bit is cleared after the function
 inline constexpr bool clear_pending_after_run = QUIESCE_MUTANT(CLEAR_PENDING_AFTER_RUN);
+// an item starts at the worker's last end even if it arrived after it (item_start_ns)
+inline constexpr bool start_reuses_stale_end = QUIESCE_MUTANT(START_REUSES_STALE_END);
 // drain() checks only the queued/running items
 inline constexpr bool drain_ignores_timers = QUIESCE_MUTANT(DRAIN_IGNORES_TIMERS);
 // queueing is not refused while cancel_sync waits
@@ -584,6 +586,9 @@ struct worker {
   const char* current_name QUIESCE_GUARDED_BY(pool->lock) = nullptr;  // interned: never freed
   struct pwq* current_pwq QUIESCE_GUARDED_BY(pool->lock) = nullptr;
   std::uint64_t current_start_ns QUIESCE_GUARDED_BY(pool->lock) = 0;
+  // W: when its last item ended (stat_ns); the next item's start, if that item was already
+  // waiting then (item_start_ns)
+  std::uint64_t last_end_ns = 0;
   // executions started by this worker
   std::uint64_t current_seq QUIESCE_GUARDED_BY(pool->lock) = 0;
   // items handed to this worker (non-reentrancy)

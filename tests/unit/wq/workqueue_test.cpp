@@ -55,6 +55,38 @@ TEST(Workqueue, RunsQueuedItemsAndCountsThem) {
   EXPECT_EQ(s.max_active, 1024);
 }
 
+// Every recorded wait and run lies within what the caller saw (stat_ns() around it all):
+// an item queued to an idle worker (its start read from the clock) and one queued while
+// the item before it ran (its start the end of that one: item_start_ns, src/wq/worker.cpp).
+TEST(WorkqueueStats, WaitsAndRunsLieWithinTheCallersView) {
+  for (const bool unbound : {false, true}) {
+    workqueue wq("stat-times", {.unbound = unbound});
+    gate release;
+    std::atomic<bool> first_running{false};
+    work first("first", [&](work&) {
+      first_running = true;
+      release.wait();
+    });
+    work second("second", [](work&) {});
+    work later("later", [](work&) {});
+    // Bound: all three on CPU 0's worker. Unbound: `second` may start on another worker.
+    const auto queue = [&](work& w) { return unbound ? wq.queue(w) : wq.queue_on(0, w); };
+    const std::uint64_t t0 = stat_ns();
+    ASSERT_TRUE(queue(first));
+    ASSERT_TRUE(eventually([&] { return first_running.load(); }));
+    ASSERT_TRUE(queue(second));  // waits for `first`: starts at its end
+    release.open();
+    second.flush();
+    ASSERT_TRUE(queue(later));  // the worker is done: a start of its own
+    later.flush();
+    const std::uint64_t wall = stat_ns() - t0;
+    const wq_stats s = wq.stats();
+    ASSERT_EQ(s.executed, 3u) << (unbound ? "unbound" : "bound");
+    EXPECT_LE(s.queue_to_start_ns.max(), wall) << (unbound ? "unbound" : "bound");
+    EXPECT_LE(s.run_ns.max(), wall) << (unbound ? "unbound" : "bound");
+  }
+}
+
 // The kernel lets a work function free its own work_struct; so does quiesce: the runtime
 // never touches the item once its function returned (ASan, in the sanitizer preset, reports
 // any touch of the freed item). Bound and unbound, with tracing on (the end event uses the
