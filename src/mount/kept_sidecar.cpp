@@ -17,10 +17,12 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "fs.hpp"
@@ -126,6 +128,10 @@ void after_name_removed(int dir_fd, const std::string& name, const leaving_name&
   if (names_remain(st)) {
     if (!mutant::unlink_drops_sidecar && reached_by_record(gone, has_recorded, recorded_st)) {
       if (keep(dir_fd, side)) {
+        // (The mutant is preempted here, as a daemon thread may be: the window in which the
+        // file's last other name goes before the note below can be found. Without the pause
+        // its kill depended on two CPUs free for the racing unlinks.)
+        if (mutant::keeper_not_rechecked) std::this_thread::sleep_for(std::chrono::milliseconds(5));
         struct stat kept {};
         if (!note_kept_directory(gone.data.get(), dir_fd)) {
           log(log_level::warning,

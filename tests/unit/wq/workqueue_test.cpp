@@ -76,6 +76,7 @@ TEST(WorkqueueStats, WaitsAndRunsLieWithinTheCallersView) {
     ASSERT_TRUE(eventually([&] { return first_running.load(); }));
     ASSERT_TRUE(queue(second));  // waits for `first`: starts at its end
     release.open();
+    first.flush();  // unbound, `second` may have ended before it
     second.flush();
     ASSERT_TRUE(queue(later));  // the worker is done: a start of its own
     later.flush();
