@@ -155,7 +155,7 @@ void memb_wake_writer() noexcept;
 
 // The read side's barrier: with membarrier the writer forces the ordering with an IPI, so
 // a compiler barrier is enough here; otherwise a full fence. `membarrier` is
-// memb.membarrier, loaded once by the caller for both of unlock()'s barriers.
+// memb.membarrier, loaded by the caller (once for both of unlock()'s barriers).
 inline void memb_barrier(bool membarrier) noexcept {
 #if defined(__SANITIZE_THREAD__)
   (void)membarrier;
@@ -168,14 +168,12 @@ inline void memb_barrier(bool membarrier) noexcept {
   }
 #endif
 }
-inline void memb_barrier() noexcept {
-  memb_barrier(memb.membarrier.load(std::memory_order_relaxed));
-}
 
 // The outermost lock(): the word takes the current grace-period number.
 inline void memb_enter_outermost(memb_reader& r) noexcept {
   r.word.store(memb.gp_ctr.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-  memb_barrier();  // the word is visible before any read of protected data
+  // the word is visible before any read of protected data
+  memb_barrier(memb.membarrier.load(std::memory_order_relaxed));
 }
 
 inline void memb_lock() noexcept {
