@@ -356,6 +356,13 @@ class as_caller {
 // 0, or the error that fails the operation (as the kernel's: an append-only file, EPERM).
 int drop_sgid_for_caller(fuse_req_t req, int fd);
 
+// ---- a daemon that dies without unmounting (auto_unmount.cpp) -----------------------------
+// Forks a watcher that waits until this process has ended (its pidfd: every thread gone,
+// /dev/fuse closed) and then, if the mount at `mountpoint` (resolved) answers ENOTCONN,
+// unmounts it lazily: itself (root, `fusermount` empty) or through `fusermount` (the setuid
+// fusermount3, for a user's mount). 0, or the errno of pidfd_open or fork.
+int start_auto_unmount(const std::filesystem::path& mountpoint, const std::string& fusermount);
+
 // ---- operations (ops_*.cpp) --------------------------------------------------------------
 
 fuse_entry_param entry_of(const node& n, const struct stat& st);

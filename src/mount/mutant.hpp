@@ -66,4 +66,12 @@ inline constexpr bool record_failure_kept = QUIESCE_MUTANT(MOUNT_RECORD_FAILURE_
 // was kept, leaves it behind
 inline constexpr bool keeper_not_rechecked = QUIESCE_MUTANT(MOUNT_KEEPER_NOT_RECHECKED);
 
+// the auto_unmount watcher looks at the mount at once instead of waiting for the daemon to
+// end (a daemon killed later leaves its mount, as libfuse's fusermount3 may)
+inline constexpr bool watcher_does_not_wait = QUIESCE_MUTANT(MOUNT_WATCHER_DOES_NOT_WAIT);
+
+// the auto_unmount watcher unmounts whatever is mounted at the mountpoint once the daemon has
+// ended, its connection over or not (what was mounted there after a clean exit too)
+inline constexpr bool watcher_unmounts_blindly = QUIESCE_MUTANT(MOUNT_WATCHER_UNMOUNTS_BLINDLY);
+
 }  // namespace quiesce::mount::detail::mutant

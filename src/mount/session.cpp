@@ -138,12 +138,13 @@ bool fusermount_unmount(const fs::path& mountpoint) {
   return WIFEXITED(status) && WEXITSTATUS(status) == 0;
 }
 
-bool setuid_fusermount() {
+// The setuid fusermount3 a user mounts (and unmounts) through; empty if there is none.
+std::string setuid_fusermount() {
   for (const char* p : {"/usr/bin/fusermount3", "/bin/fusermount3", "/usr/local/bin/fusermount3"}) {
     struct stat st {};
-    if (::stat(p, &st) == 0 && (st.st_mode & S_ISUID) && st.st_uid == 0) return true;
+    if (::stat(p, &st) == 0 && (st.st_mode & S_ISUID) && st.st_uid == 0) return p;
   }
-  return false;
+  return {};
 }
 
 }  // namespace
@@ -295,7 +296,8 @@ void parse_mount_options(const std::string& list, verity_mount_options& o) {
 std::optional<std::string> verity_mount_refusal(const fs::path& source,
                                                 const fs::path& mountpoint) {
   // A user who cannot open /dev/fuse mounts through the setuid fusermount3, as libfuse does.
-  if (::access("/dev/fuse", R_OK | W_OK) != 0 && (::geteuid() == 0 || !setuid_fusermount())) {
+  if (::access("/dev/fuse", R_OK | W_OK) != 0 &&
+      (::geteuid() == 0 || setuid_fusermount().empty())) {
     return fmt::format("/dev/fuse: {} (FUSE is not available here{})", std::strerror(errno),
                        ::geteuid() == 0 ? "" : ", and no setuid fusermount3");
   }
@@ -319,6 +321,7 @@ struct verity_mount::impl {
   filesystem f;
   verity_mount_options options;
   fs::path mountpoint;
+  fs::path resolved;  // the mountpoint, symlinks resolved before it was mounted
   bool signals = false;
   std::atomic<bool> unmounted{false};
   std::atomic<bool> detached{false};  // unmount() took the mount away itself
@@ -419,7 +422,7 @@ verity_mount::verity_mount(const fs::path& source, const fs::path& mountpoint,
   opts += ",default_permissions";
   if (allow_other) opts += ",allow_other";
   if (o.read_only) opts += ",ro";
-  if (o.auto_unmount) opts += ",auto_unmount";
+  // (auto_unmount is quiesce's own watcher, started by serve(): not libfuse's.)
   for (const std::string& flag : o.mount_flags)
     opts += "," + flag;
   std::vector<std::string> args{"quiesce-verity", "-o", opts};
@@ -441,7 +444,7 @@ verity_mount::verity_mount(const fs::path& source, const fs::path& mountpoint,
   impl_->mountpoint = fs::absolute(mountpoint);
   // As /proc/self/mountinfo will name it (resolved now: once mounted, resolving the path
   // would ask this daemon, which does not serve yet).
-  const fs::path resolved = fs::canonical(mountpoint);
+  const fs::path resolved = impl_->resolved = fs::canonical(mountpoint);
   if (fuse_session_mount(impl_->se.get(), impl_->mountpoint.c_str()) != 0) {
     if (impl_->signals) fuse_remove_signal_handlers(impl_->se.get());
     throw mount_error(fmt::format("{}: cannot mount (see the line above)", mountpoint.string()), 2);
@@ -465,6 +468,16 @@ verity_mount::~verity_mount() {
 }
 
 void verity_mount::serve() {
+  // In the process that serves (after a daemonize), before its libfuse threads exist.
+  if (impl_->options.auto_unmount) {
+    const std::string helper = ::geteuid() == 0 ? std::string() : setuid_fusermount();
+    if (const int err = start_auto_unmount(impl_->resolved, helper); err != 0) {
+      log(log_level::warning,
+          fmt::format("quiesce verity mount: no auto_unmount ({}): a daemon killed outright "
+                      "would leave {} mounted",
+                      std::strerror(err), impl_->mountpoint.string()));
+    }
+  }
   // Capabilities are per thread: the one that serves (and starts libfuse's threads) may not
   // be the one that constructed the mount.
   if (impl_->f.switch_creds) drop_sys_resource();

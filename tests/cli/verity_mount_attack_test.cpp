@@ -14,6 +14,7 @@
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <sys/xattr.h>
 #include <unistd.h>
@@ -1582,13 +1583,147 @@ TEST_F(MountAttack, ARenameDuringEnableTakesTheSidecarAlong) {
   ::close(fd);
 }
 
-// A daemon killed outright leaves no mount behind (auto_unmount).
+// ---- a daemon that dies without unmounting (auto_unmount: src/mount/auto_unmount.cpp) ----
+
+// /proc/PID/stat's fields after the command: state, ppid, ...; empty once PID is gone.
+std::vector<std::string> stat_fields(pid_t pid) {
+  const std::string stat = slurp("/proc/" + std::to_string(pid) + "/stat");
+  const std::size_t end = stat.rfind(')');
+  std::vector<std::string> fields;
+  if (end == std::string::npos) return fields;
+  std::istringstream in(stat.substr(end + 1));
+  for (std::string f; in >> f;)
+    fields.push_back(f);
+  return fields;
+}
+
+// The processes whose parent is `parent`.
+std::vector<pid_t> children_of(pid_t parent) {
+  std::vector<pid_t> out;
+  for (const auto& e : fs::directory_iterator("/proc")) {
+    const std::string name = e.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    const auto f = stat_fields(std::stoi(name));
+    if (f.size() > 1 && f[1] == std::to_string(parent)) out.push_back(std::stoi(name));
+  }
+  return out;
+}
+
+// Whether `pid` has ended: gone, or a zombie not reaped yet.
+bool has_ended(pid_t pid) {
+  const auto f = stat_fields(pid);
+  return f.empty() || f[0] == "Z";
+}
+
+// Whether `pid` waits in poll(2) (/proc/PID/syscall's first field).
+bool waits_in_poll(pid_t pid) {
+  std::istringstream in(slurp("/proc/" + std::to_string(pid) + "/syscall"));
+  std::string nr;
+  in >> nr;
+  return nr == std::to_string(SYS_poll) || nr == std::to_string(SYS_ppoll);
+}
+
+// What each descriptor of `pid` refers to.
+std::vector<std::string> descriptors_of(pid_t pid) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator("/proc/" + std::to_string(pid) + "/fd", ec))
+    out.push_back(fs::read_symlink(e.path(), ec).string());
+  return out;
+}
+
+// The auto_unmount watcher of the daemon `daemon`, once it waits for the daemon to end (or
+// has ended: a watcher that does not wait); -1 if none appears.
+pid_t watcher_of(pid_t daemon) {
+  pid_t w = -1;
+  eventually([&] {
+    const auto kids = children_of(daemon);
+    if (kids.size() != 1) return false;
+    w = kids[0];
+    return waits_in_poll(w) || has_ended(w);
+  });
+  return w;
+}
+
+// A daemon killed outright leaves no mount: its watcher unmounts it once the daemon has
+// gone. The kill comes once the watcher waits: one that looks at the mount before the
+// daemon has ended (as libfuse's fusermount3 may, racing the daemon's exit) finds it alive
+// and leaves it. The watcher holds none of the daemon's descriptors (/dev/fuse held would
+// keep the connection alive).
 TEST_F(MountAttack, AKilledDaemonLeavesNoMount) {
   SKIP_UNLESS_FUSE();
   start();
+  const pid_t w = watcher_of(pid_);
+  ASSERT_GT(w, 0) << "the daemon has no watcher";
+  for (const std::string& d : descriptors_of(w)) {
+    EXPECT_TRUE(d == "/dev/null" || d == "anon_inode:[pidfd]") << "the watcher holds " << d;
+  }
+  // One thread (no fork handler started any), with every signal blocked.
+  EXPECT_EQ(std::distance(fs::directory_iterator("/proc/" + std::to_string(w) + "/task"),
+                          fs::directory_iterator()),
+            1);
+  std::istringstream status(slurp("/proc/" + std::to_string(w) + "/status"));
+  std::uint64_t blocked = 0;
+  for (std::string line; std::getline(status, line);) {
+    if (line.rfind("SigBlk:", 0) == 0) blocked = std::stoull(line.substr(7), nullptr, 16);
+  }
+  for (const int sig : {SIGHUP, SIGINT, SIGTERM, SIGQUIT, SIGUSR1}) {
+    EXPECT_TRUE(blocked & (std::uint64_t{1} << (sig - 1))) << "signal " << sig << " reaches it";
+  }
   stop(SIGKILL);
   EXPECT_TRUE(eventually([&] { return !quiesce::test::is_mount_point(mnt_); }))
       << "the mount outlived its daemon";
+  EXPECT_TRUE(eventually([&] { return has_ended(w); })) << "the watcher outlived its daemon";
+}
+
+// The same for a daemon serving in the background: the watcher watches the process that
+// serves, not the command that returned once the mount was ready.
+TEST_F(MountAttack, AKilledBackgroundDaemonLeavesNoMount) {
+  SKIP_UNLESS_FUSE();
+  const auto r =
+      shell2(quiesce::test::mount_cli() + " verity mount " + src_.string() + " " + mnt_.string());
+  ASSERT_EQ(r.code, 0) << r.out;
+  // The daemon: the process of this mount whose parent is not (its watcher, just forked,
+  // may hold /dev/fuse too).
+  std::vector<pid_t> ours;
+  for (const auto& e : fs::directory_iterator("/proc")) {
+    const std::string name = e.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    if (slurp(e.path() / "cmdline").find(mnt_.string()) != std::string::npos) {
+      ours.push_back(std::stoi(name));
+    }
+  }
+  pid_t daemon = -1;
+  for (const pid_t p : ours) {
+    const auto f = stat_fields(p);
+    if (f.size() > 1 && std::find(ours.begin(), ours.end(), std::stoi(f[1])) == ours.end()) {
+      daemon = p;
+    }
+  }
+  ASSERT_GT(daemon, 0) << "no daemon serves " << mnt_;
+  ASSERT_GT(watcher_of(daemon), 0) << "the daemon has no watcher";
+  ::kill(daemon, SIGKILL);
+  EXPECT_TRUE(eventually([&] { return !quiesce::test::is_mount_point(mnt_); }))
+      << "the mount outlived its daemon";
+}
+
+// A daemon that unmounted and ended cleanly: its watcher leaves alone what is mounted at
+// the mountpoint by the time it looks (a tmpfs here: the watcher is stopped meanwhile).
+TEST_F(MountAttack, TheWatcherOfACleanExitLeavesTheNextMountAlone) {
+  SKIP_UNLESS_FUSE();
+  if (::geteuid() != 0) GTEST_SKIP() << "mounting a tmpfs needs root";
+  start();
+  const pid_t w = watcher_of(pid_);
+  ASSERT_GT(w, 0) << "the daemon has no watcher";
+  ASSERT_EQ(::kill(w, SIGSTOP), 0);
+  const int status = stop(SIGTERM);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  ASSERT_FALSE(quiesce::test::is_mount_point(mnt_));
+  ASSERT_EQ(shell2("mount -t tmpfs quiesce-next " + mnt_.string()).code, 0);
+  ::kill(w, SIGCONT);
+  EXPECT_TRUE(eventually([&] { return has_ended(w); })) << "the watcher outlived its daemon";
+  EXPECT_TRUE(quiesce::test::is_mount_point(mnt_)) << "the watcher unmounted the next mount";
+  shell2("umount " + mnt_.string());
 }
 
 }  // namespace
