@@ -19,51 +19,63 @@
 
 #include <cerrno>
 #include <climits>
+#include <cstdint>
 #include <string>
 
 #include "fs.hpp"
 #include "mutant.hpp"
 
+extern char** environ;
+
 namespace quiesce::mount::detail {
 
 namespace {
+
+// The watcher runs in a child of a daemon that may have threads: only system calls there,
+// made directly (a sanitizer's interceptors of open or poll may take locks that a thread of
+// the parent held at the fork). -1 and errno on failure.
+template <typename... Args>
+long sys(long nr, Args... args) {
+  return ::syscall(nr, args...);
+}
 
 // Whether the mount at `path` is one whose connection has ended: a forced getattr of its
 // root (no cached attributes) answers ENOTCONN. A mountpoint the daemon unmounted answers
 // as the directory under it; one someone mounted there since answers as that filesystem.
 bool connection_ended(const char* path) {
   struct statx stx {};
-  return ::statx(AT_FDCWD, path, AT_SYMLINK_NOFOLLOW | AT_STATX_FORCE_SYNC, STATX_TYPE, &stx) !=
-             0 &&
+  return sys(SYS_statx, AT_FDCWD, path, AT_SYMLINK_NOFOLLOW | AT_STATX_FORCE_SYNC, STATX_TYPE,
+             &stx) != 0 &&
          errno == ENOTCONN;
 }
 
-// The watcher: a child of a daemon that may have threads, so only async-signal-safe calls
-// (system calls) from here on; its one thread. Never returns.
-[[noreturn]] void watch(int pidfd, const char* path, const char* fusermount) {
-  sigset_t all;
-  ::sigfillset(&all);
-  ::sigprocmask(SIG_BLOCK, &all, nullptr);  // the daemon's group may be signalled to stop it
-  ::setsid();
-  if (::chdir("/") != 0) ::_exit(1);  // pins nothing the admin may want to unmount
+// The watcher, the child's one thread. Never returns.
+[[noreturn]] void watch(int pidfd, const char* path, const char* fusermount, char** env) {
+  const std::uint64_t all = ~std::uint64_t{0};  // the daemon's group may be signalled to stop it
+  sys(SYS_rt_sigprocmask, SIG_BLOCK, &all, nullptr, sizeof all);
+  sys(SYS_setsid);
+  if (sys(SYS_chdir, "/") != 0) sys(SYS_exit_group, 1);  // pins nothing an admin unmounts
   // Holds none of the daemon's descriptors (/dev/fuse kept open would keep the connection
   // alive; a pipe on stdout would keep its reader waiting).
-  const int null = ::open("/dev/null", O_RDWR | O_CLOEXEC);
-  for (int fd = 0; fd < 3; ++fd)
-    if (null >= 0 && null != fd) ::dup2(null, fd);
-  if (pidfd > 3) ::close_range(3, static_cast<unsigned>(pidfd) - 1, 0);
-  ::close_range(static_cast<unsigned>(pidfd) + 1, UINT_MAX, 0);
+  const long null = sys(SYS_openat, AT_FDCWD, "/dev/null", O_RDWR | O_CLOEXEC);
+  for (long fd = 0; fd < 3; ++fd)
+    if (null >= 0 && null != fd) sys(SYS_dup3, null, fd, 0);
+  if (pidfd > 3) sys(SYS_close_range, 3u, static_cast<unsigned>(pidfd) - 1, 0u);
+  sys(SYS_close_range, static_cast<unsigned>(pidfd) + 1, UINT_MAX, 0u);
   if (!mutant::watcher_does_not_wait) {
     pollfd p{pidfd, POLLIN, 0};
-    while (::poll(&p, 1, -1) < 0 && errno == EINTR) {
+    while (sys(SYS_ppoll, &p, 1, nullptr, nullptr, 0) < 0 && errno == EINTR) {
     }
   }
-  if (!connection_ended(path) && !mutant::watcher_unmounts_blindly) ::_exit(0);
-  if (fusermount == nullptr) ::_exit(::umount2(path, MNT_DETACH | UMOUNT_NOFOLLOW) == 0 ? 0 : 1);
+  if (!connection_ended(path) && !mutant::watcher_unmounts_blindly) sys(SYS_exit_group, 0);
+  if (fusermount == nullptr) {
+    sys(SYS_exit_group, sys(SYS_umount2, path, MNT_DETACH | UMOUNT_NOFOLLOW) == 0 ? 0 : 1);
+  }
   // A user's mount: the setuid fusermount3 unmounts what that user mounted.
   const char* const argv[] = {"fusermount3", "-u", "-z", "-q", "--", path, nullptr};
-  ::execv(fusermount, const_cast<char* const*>(argv));
-  ::_exit(1);
+  sys(SYS_execve, fusermount, argv, env);
+  sys(SYS_exit_group, 1);
+  __builtin_unreachable();
 }
 
 }  // namespace
@@ -84,7 +96,7 @@ int start_auto_unmount(const std::filesystem::path& mountpoint, const std::strin
   // _Fork: no fork handlers - the RCU ones would start callback threads in a child that
   // only makes system calls and keeps every signal blocked.
   const pid_t pid = ::_Fork();
-  if (pid == 0) watch(pidfd, path.c_str(), helper);
+  if (pid == 0) watch(pidfd, path.c_str(), helper, environ);
   const int err = pid < 0 ? errno : 0;
   ::close(pidfd);
   return err;
