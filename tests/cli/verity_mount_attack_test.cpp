@@ -1707,6 +1707,21 @@ TEST_F(MountAttack, AKilledBackgroundDaemonLeavesNoMount) {
       << "the mount outlived its daemon";
 }
 
+// -o noauto_unmount: no watcher, and a daemon killed outright leaves its mount (answering
+// ENOTCONN) to whoever unmounts it.
+TEST_F(MountAttack, NoautoUnmountLeavesAKilledDaemonsMount) {
+  SKIP_UNLESS_FUSE();
+  { std::ofstream(src_ / "f") << "f"; }
+  start("-o noauto_unmount");
+  EXPECT_EQ(slurp(mnt_ / "f"), "f");  // serving: a watcher would have been started by now
+  EXPECT_TRUE(children_of(pid_).empty());
+  stop(SIGKILL);
+  EXPECT_TRUE(quiesce::test::is_mount_point(mnt_));
+  struct statx stx {};  // (forced: the root's attributes may be cached)
+  EXPECT_NE(::statx(AT_FDCWD, mnt_.c_str(), AT_STATX_FORCE_SYNC, STATX_TYPE, &stx), 0);
+  EXPECT_EQ(errno, ENOTCONN) << std::strerror(errno);
+}
+
 // A daemon that unmounted and ended cleanly: its watcher leaves alone what is mounted at
 // the mountpoint by the time it looks (a tmpfs here: the watcher is stopped meanwhile).
 TEST_F(MountAttack, TheWatcherOfACleanExitLeavesTheNextMountAlone) {
