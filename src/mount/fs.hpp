@@ -360,8 +360,13 @@ int drop_sgid_for_caller(fuse_req_t req, int fd);
 // Forks a watcher that waits until this process has ended (its pidfd: every thread gone,
 // /dev/fuse closed) and then, if the mount at `mountpoint` (resolved) answers ENOTCONN,
 // unmounts it lazily: itself (root, `fusermount` empty) or through `fusermount` (the setuid
-// fusermount3, for a user's mount). 0, or the errno of pidfd_open or fork.
-int start_auto_unmount(const std::filesystem::path& mountpoint, const std::string& fusermount);
+// fusermount3, for a user's mount). 0, or the errno of pidfd_open, pipe2 or fork. `done`
+// receives the descriptor that end_auto_unmount() takes, -1 if no watcher started.
+int start_auto_unmount(const std::filesystem::path& mountpoint, const std::string& fusermount,
+                       int& done);
+// Serving has ended (the mount is gone, or never was this process's to watch again): the
+// watcher ends without looking. Closes `done` and sets it to -1; nothing if it is -1.
+void end_auto_unmount(int& done);
 
 // ---- operations (ops_*.cpp) --------------------------------------------------------------
 

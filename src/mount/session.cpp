@@ -325,6 +325,7 @@ struct verity_mount::impl {
   bool signals = false;
   std::atomic<bool> unmounted{false};
   std::atomic<bool> detached{false};  // unmount() took the mount away itself
+  int watcher_done = -1;  // the auto_unmount watcher's (serve()'s thread, then the destructor)
 
   // Every read answered, every handle freed, the queues stopped: nothing replies any more.
   // The seed's queues: the patch's (per-CPU, highpri, max_active = CPUs) or the one before;
@@ -464,6 +465,7 @@ verity_mount::verity_mount(const fs::path& source, const fs::path& mountpoint,
 verity_mount::~verity_mount() {
   impl_->quiesce_filesystem();
   if (!impl_->unmounted.exchange(true)) fuse_session_unmount(impl_->se.get());
+  end_auto_unmount(impl_->watcher_done);  // (serve() left early)
   if (impl_->signals) fuse_remove_signal_handlers(impl_->se.get());
 }
 
@@ -471,7 +473,8 @@ void verity_mount::serve() {
   // In the process that serves (after a daemonize), before its libfuse threads exist.
   if (impl_->options.auto_unmount) {
     const std::string helper = ::geteuid() == 0 ? std::string() : setuid_fusermount();
-    if (const int err = start_auto_unmount(impl_->resolved, helper); err != 0) {
+    if (const int err = start_auto_unmount(impl_->resolved, helper, impl_->watcher_done);
+        err != 0) {
       log(log_level::warning,
           fmt::format("quiesce verity mount: no auto_unmount ({}): a daemon killed outright "
                       "would leave {} mounted",
@@ -505,6 +508,7 @@ void verity_mount::serve() {
     }
   }
   if (!impl_->unmounted.exchange(true)) fuse_session_unmount(impl_->se.get());
+  end_auto_unmount(impl_->watcher_done);
   if (rc < 0) {
     throw mount_error(fmt::format("libfuse: the session ended with {}", std::strerror(-rc)), 1);
   }

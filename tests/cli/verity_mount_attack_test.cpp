@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "mount_fixture.hpp"
+#include "quiesce/mount/verity_fs.hpp"
 
 namespace {
 
@@ -1655,9 +1656,15 @@ TEST_F(MountAttack, AKilledDaemonLeavesNoMount) {
   start();
   const pid_t w = watcher_of(pid_);
   ASSERT_GT(w, 0) << "the daemon has no watcher";
+  // /dev/null as 0-2, the daemon's pidfd and the read end of its own pipe (the daemon's
+  // output goes to a file here).
+  int pipes = 0;
   for (const std::string& d : descriptors_of(w)) {
-    EXPECT_TRUE(d == "/dev/null" || d == "anon_inode:[pidfd]") << "the watcher holds " << d;
+    pipes += d.rfind("pipe:", 0) == 0;
+    EXPECT_TRUE(d == "/dev/null" || d == "anon_inode:[pidfd]" || d.rfind("pipe:", 0) == 0)
+        << "the watcher holds " << d;
   }
+  EXPECT_EQ(pipes, 1);
   // One thread (no fork handler started any), with every signal blocked.
   EXPECT_EQ(std::distance(fs::directory_iterator("/proc/" + std::to_string(w) + "/task"),
                           fs::directory_iterator()),
@@ -1705,6 +1712,27 @@ TEST_F(MountAttack, AKilledBackgroundDaemonLeavesNoMount) {
   ::kill(daemon, SIGKILL);
   EXPECT_TRUE(eventually([&] { return !quiesce::test::is_mount_point(mnt_); }))
       << "the mount outlived its daemon";
+}
+
+// A mount served in a process that goes on once serve() has returned (a library user's, the
+// mount bench's): its watcher ends with the serving, not with the process.
+TEST_F(MountAttack, AWatcherEndsWhenServingEndsInAProcessThatGoesOn) {
+  SKIP_UNLESS_FUSE();
+  ASSERT_TRUE(children_of(::getpid()).empty()) << "this test counts this process's children";
+  quiesce::mount::verity_mount_options o;
+  o.handle_signals = false;
+  quiesce::mount::verity_mount m(src_, mnt_, o);
+  std::thread server([&] { m.serve(); });
+  EXPECT_TRUE(eventually([&] { return children_of(::getpid()).size() == 1; })) << "no watcher";
+  m.unmount();
+  server.join();
+  EXPECT_FALSE(quiesce::test::is_mount_point(mnt_));
+  EXPECT_TRUE(eventually([&] {
+    int status = 0;
+    while (::waitpid(-1, &status, WNOHANG) > 0) {  // reaped: this process goes on
+    }
+    return children_of(::getpid()).empty();
+  })) << "the watcher outlived the serving";
 }
 
 // -o noauto_unmount: no watcher, and a daemon killed outright leaves its mount (answering

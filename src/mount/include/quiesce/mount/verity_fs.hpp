@@ -59,8 +59,9 @@ struct verity_mount_options {
   // A non-root daemon may ask for it only where /etc/fuse.conf says user_allow_other.
   std::optional<bool> allow_other;
   // A daemon that dies without unmounting (SIGKILL, a crash) leaves no mount: serve()
-  // forks a watcher that unmounts it once the daemon has gone and the mount answers
-  // ENOTCONN (not libfuse's auto_unmount, whose fusermount3 may look too early).
+  // forks a watcher process that unmounts it once the daemon has gone and the mount answers
+  // ENOTCONN, and that ends when serve() returns (not libfuse's auto_unmount, whose
+  // fusermount3 may look too early).
   bool auto_unmount = true;
   // Mount flags passed to the kernel as given: nosuid, nodev, noexec, noatime, ...
   std::vector<std::string> mount_flags;
