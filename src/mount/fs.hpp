@@ -358,15 +358,16 @@ int drop_sgid_for_caller(fuse_req_t req, int fd);
 
 // ---- a daemon that dies without unmounting (auto_unmount.cpp) -----------------------------
 // Forks a watcher that waits until this process has ended (its pidfd: every thread gone,
-// /dev/fuse closed) and then, if the mount at `mountpoint` (resolved) answers ENOTCONN,
-// unmounts it lazily: itself (root, `fusermount` empty) or through `fusermount` (the setuid
-// fusermount3, for a user's mount). 0, or the errno of pidfd_open, pipe2 or fork. `done`
-// receives the descriptor that end_auto_unmount() takes, -1 if no watcher started.
-int start_auto_unmount(const std::filesystem::path& mountpoint, const std::string& fusermount,
-                       int& done);
-// Serving has ended (the mount is gone, or never was this process's to watch again): the
-// watcher ends without looking. Closes `done` and sets it to -1; nothing if it is -1.
-void end_auto_unmount(int& done);
+// /dev/fuse closed) and then, if the mount on `name` in the directory `dir` (O_PATH, opened
+// before the mount) answers ENOTCONN, unmounts it lazily: itself (root, `fusermount` empty)
+// or through `fusermount` (the setuid fusermount3, for a user's mount, given `path`). 0, or
+// the errno of what failed (pidfd_open, socketpair, fcntl, fork). `done` receives the
+// descriptor that end_auto_unmount() takes, none if no watcher started.
+int start_auto_unmount(int dir, const std::string& name, const std::string& path,
+                       const std::string& fusermount, fd_t& done);
+// Serving has ended (the mount is gone): the watcher ends, without looking unless it sees
+// the daemon's end at the same time. Closes `done`; nothing if it holds none.
+void end_auto_unmount(fd_t& done);
 
 // ---- operations (ops_*.cpp) --------------------------------------------------------------
 

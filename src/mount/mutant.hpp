@@ -74,4 +74,8 @@ inline constexpr bool watcher_does_not_wait = QUIESCE_MUTANT(MOUNT_WATCHER_DOES_
 // ended, its connection over or not (what was mounted there after a clean exit too)
 inline constexpr bool watcher_unmounts_blindly = QUIESCE_MUTANT(MOUNT_WATCHER_UNMOUNTS_BLINDLY);
 
+// the auto_unmount watcher looks at and unmounts the mountpoint's path, walked again (a
+// directory above it replaced by a symlink sends it elsewhere)
+inline constexpr bool watcher_walks_path = QUIESCE_MUTANT(MOUNT_WATCHER_WALKS_PATH);
+
 }  // namespace quiesce::mount::detail::mutant

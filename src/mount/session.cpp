@@ -325,7 +325,11 @@ struct verity_mount::impl {
   bool signals = false;
   std::atomic<bool> unmounted{false};
   std::atomic<bool> detached{false};  // unmount() took the mount away itself
-  int watcher_done = -1;  // the auto_unmount watcher's (serve()'s thread, then the destructor)
+  // auto_unmount: the mountpoint's directory (held from before the mount) and name; the
+  // watcher's socket (serve()'s thread, then the destructor).
+  fd_t mountpoint_dir;
+  std::string mountpoint_name;
+  fd_t watcher_done;
 
   // Every read answered, every handle freed, the queues stopped: nothing replies any more.
   // The seed's queues: the patch's (per-CPU, highpri, max_active = CPUs) or the one before;
@@ -446,6 +450,9 @@ verity_mount::verity_mount(const fs::path& source, const fs::path& mountpoint,
   // As /proc/self/mountinfo will name it (resolved now: once mounted, resolving the path
   // would ask this daemon, which does not serve yet).
   const fs::path resolved = impl_->resolved = fs::canonical(mountpoint);
+  impl_->mountpoint_dir =
+      fd_t(::open(resolved.parent_path().c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+  impl_->mountpoint_name = resolved.has_filename() ? resolved.filename().string() : ".";
   if (fuse_session_mount(impl_->se.get(), impl_->mountpoint.c_str()) != 0) {
     if (impl_->signals) fuse_remove_signal_handlers(impl_->se.get());
     throw mount_error(fmt::format("{}: cannot mount (see the line above)", mountpoint.string()), 2);
@@ -473,8 +480,11 @@ void verity_mount::serve() {
   // In the process that serves (after a daemonize), before its libfuse threads exist.
   if (impl_->options.auto_unmount) {
     const std::string helper = ::geteuid() == 0 ? std::string() : setuid_fusermount();
-    if (const int err = start_auto_unmount(impl_->resolved, helper, impl_->watcher_done);
-        err != 0) {
+    const int err = impl_->mountpoint_dir
+                        ? start_auto_unmount(impl_->mountpoint_dir.get(), impl_->mountpoint_name,
+                                             impl_->resolved.string(), helper, impl_->watcher_done)
+                        : EBADF;
+    if (err != 0) {
       log(log_level::warning,
           fmt::format("quiesce verity mount: no auto_unmount ({}): a daemon killed outright "
                       "would leave {} mounted",

@@ -1621,7 +1621,10 @@ bool waits_in_poll(pid_t pid) {
   std::istringstream in(slurp("/proc/" + std::to_string(pid) + "/syscall"));
   std::string nr;
   in >> nr;
-  return nr == std::to_string(SYS_poll) || nr == std::to_string(SYS_ppoll);
+#ifdef SYS_poll
+  if (nr == std::to_string(SYS_poll)) return true;
+#endif
+  return nr == std::to_string(SYS_ppoll);
 }
 
 // What each descriptor of `pid` refers to.
@@ -1637,13 +1640,13 @@ std::vector<std::string> descriptors_of(pid_t pid) {
 // has ended: a watcher that does not wait); -1 if none appears.
 pid_t watcher_of(pid_t daemon) {
   pid_t w = -1;
-  eventually([&] {
+  const bool found = eventually([&] {
     const auto kids = children_of(daemon);
     if (kids.size() != 1) return false;
     w = kids[0];
     return waits_in_poll(w) || has_ended(w);
   });
-  return w;
+  return found ? w : -1;
 }
 
 // A daemon killed outright leaves no mount: its watcher unmounts it once the daemon has
@@ -1656,15 +1659,18 @@ TEST_F(MountAttack, AKilledDaemonLeavesNoMount) {
   start();
   const pid_t w = watcher_of(pid_);
   ASSERT_GT(w, 0) << "the daemon has no watcher";
-  // /dev/null as 0-2, the daemon's pidfd and the read end of its own pipe (the daemon's
-  // output goes to a file here).
-  int pipes = 0;
-  for (const std::string& d : descriptors_of(w)) {
-    pipes += d.rfind("pipe:", 0) == 0;
-    EXPECT_TRUE(d == "/dev/null" || d == "anon_inode:[pidfd]" || d.rfind("pipe:", 0) == 0)
-        << "the watcher holds " << d;
+  ASSERT_FALSE(has_ended(w)) << "the watcher ended before its daemon";
+  // /dev/null as 0-2, the daemon's pidfd, its end of the daemon's socket and the
+  // mountpoint's directory: never /dev/fuse, nor the daemon's log.
+  std::vector<std::string> held = descriptors_of(w);
+  for (std::string& d : held) {
+    if (d.rfind("socket:", 0) == 0) d = "socket";
   }
-  EXPECT_EQ(pipes, 1);
+  std::sort(held.begin(), held.end());
+  std::vector<std::string> expected{"/dev/null",          "/dev/null", "/dev/null",
+                                    "anon_inode:[pidfd]", "socket",    dir_.string()};
+  std::sort(expected.begin(), expected.end());
+  EXPECT_EQ(held, expected);
   // One thread (no fork handler started any), with every signal blocked.
   EXPECT_EQ(std::distance(fs::directory_iterator("/proc/" + std::to_string(w) + "/task"),
                           fs::directory_iterator()),
@@ -1690,8 +1696,8 @@ TEST_F(MountAttack, AKilledBackgroundDaemonLeavesNoMount) {
   const auto r =
       shell2(quiesce::test::mount_cli() + " verity mount " + src_.string() + " " + mnt_.string());
   ASSERT_EQ(r.code, 0) << r.out;
-  // The daemon: the process of this mount whose parent is not (its watcher, just forked,
-  // may hold /dev/fuse too).
+  // The daemon: the process of this mount that holds /dev/fuse and whose parent is not one
+  // (its watcher, just forked, may hold /dev/fuse too).
   std::vector<pid_t> ours;
   for (const auto& e : fs::directory_iterator("/proc")) {
     const std::string name = e.path().filename();
@@ -1703,7 +1709,9 @@ TEST_F(MountAttack, AKilledBackgroundDaemonLeavesNoMount) {
   pid_t daemon = -1;
   for (const pid_t p : ours) {
     const auto f = stat_fields(p);
-    if (f.size() > 1 && std::find(ours.begin(), ours.end(), std::stoi(f[1])) == ours.end()) {
+    const auto fds = descriptors_of(p);
+    if (f.size() > 1 && std::find(ours.begin(), ours.end(), std::stoi(f[1])) == ours.end() &&
+        std::find(fds.begin(), fds.end(), "/dev/fuse") != fds.end()) {
       daemon = p;
     }
   }
@@ -1712,6 +1720,48 @@ TEST_F(MountAttack, AKilledBackgroundDaemonLeavesNoMount) {
   ::kill(daemon, SIGKILL);
   EXPECT_TRUE(eventually([&] { return !quiesce::test::is_mount_point(mnt_); }))
       << "the mount outlived its daemon";
+}
+
+// The watcher unmounts the mountpoint it was given, not a path walked again: a directory
+// above the mountpoint renamed and replaced by a symlink (what a user who owns one can do)
+// to a place where another dead mount lies leaves that one alone.
+TEST_F(MountAttack, AWatcherUnmountsItsMountNotWhereASymlinkPoints) {
+  SKIP_UNLESS_FUSE();
+  const fs::path decoy = dir_ / "decoy" / "mnt", up = dir_ / "up", moved = dir_ / "up-moved";
+  fs::create_directories(decoy);
+  fs::create_directories(up / "mnt");
+  struct cleanup {
+    std::vector<fs::path> points;
+    ~cleanup() {
+      for (const fs::path& p : points)
+        if (quiesce::test::is_mount_point(p)) shell2("umount -l " + p.string());
+    }
+  } unmount{{decoy, moved / "mnt", up / "mnt"}};
+  mnt_ = decoy;  // a dead mount where the symlink will point
+  start("-o noauto_unmount");
+  stop(SIGKILL);
+  ASSERT_TRUE(quiesce::test::is_mount_point(decoy));
+  mnt_ = up / "mnt";
+  start();
+  const pid_t w = watcher_of(pid_);
+  ASSERT_GT(w, 0) << "the daemon has no watcher";
+  ASSERT_EQ(::kill(w, SIGSTOP), 0);
+  struct resume {
+    pid_t pid;
+    ~resume() { ::kill(pid, SIGCONT); }
+  } resume_watcher{w};
+  ASSERT_TRUE(eventually([&] {
+    const auto f = stat_fields(w);
+    return !f.empty() && f[0] == "T";
+  }));
+  stop(SIGKILL);
+  ASSERT_EQ(::rename(up.c_str(), moved.c_str()), 0) << std::strerror(errno);
+  ASSERT_EQ(::symlink(decoy.parent_path().c_str(), up.c_str()), 0) << std::strerror(errno);
+  mnt_ = moved / "mnt";
+  ::kill(w, SIGCONT);
+  EXPECT_TRUE(eventually([&] { return has_ended(w); })) << "the watcher outlived its daemon";
+  EXPECT_FALSE(quiesce::test::is_mount_point(moved / "mnt")) << "its own mount stayed";
+  EXPECT_TRUE(quiesce::test::is_mount_point(decoy)) << "it unmounted where the symlink pointed";
 }
 
 // A mount served in a process that goes on once serve() has returned (a library user's, the
@@ -1759,6 +1809,15 @@ TEST_F(MountAttack, TheWatcherOfACleanExitLeavesTheNextMountAlone) {
   const pid_t w = watcher_of(pid_);
   ASSERT_GT(w, 0) << "the daemon has no watcher";
   ASSERT_EQ(::kill(w, SIGSTOP), 0);
+  struct resume {
+    pid_t pid;
+    ~resume() { ::kill(pid, SIGCONT); }  // on every way out
+  } resume_watcher{w};
+  // Stopped before the daemon ends: it sees the daemon's end and its byte together.
+  ASSERT_TRUE(eventually([&] {
+    const auto f = stat_fields(w);
+    return !f.empty() && f[0] == "T";
+  }));
   const int status = stop(SIGTERM);
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
   ASSERT_FALSE(quiesce::test::is_mount_point(mnt_));
