@@ -1649,6 +1649,28 @@ pid_t watcher_of(pid_t daemon) {
   return found ? w : -1;
 }
 
+// Stops `pid` (SIGSTOP) for as long as this lives: SIGCONT on every way out.
+class stopped_process {
+ public:
+  explicit stopped_process(pid_t pid) : pid_(pid), sent_(::kill(pid, SIGSTOP) == 0) {}
+  ~stopped_process() { ::kill(pid_, SIGCONT); }
+  stopped_process(const stopped_process&) = delete;
+  stopped_process& operator=(const stopped_process&) = delete;
+  // Whether the signal was sent.
+  bool sent() const { return sent_; }
+  // Whether it has stopped (state T), waited for.
+  bool stopped() const {
+    return eventually([&] {
+      const auto f = stat_fields(pid_);
+      return !f.empty() && f[0] == "T";
+    });
+  }
+
+ private:
+  pid_t pid_;
+  bool sent_;
+};
+
 // A daemon killed outright leaves no mount: its watcher unmounts it once the daemon has
 // gone. The kill comes once the watcher waits: one that looks at the mount before the
 // daemon has ended (as libfuse's fusermount3 may, racing the daemon's exit) finds it alive
@@ -1745,15 +1767,9 @@ TEST_F(MountAttack, AWatcherUnmountsItsMountNotWhereASymlinkPoints) {
   start();
   const pid_t w = watcher_of(pid_);
   ASSERT_GT(w, 0) << "the daemon has no watcher";
-  ASSERT_EQ(::kill(w, SIGSTOP), 0);
-  struct resume {
-    pid_t pid;
-    ~resume() { ::kill(pid, SIGCONT); }
-  } resume_watcher{w};
-  ASSERT_TRUE(eventually([&] {
-    const auto f = stat_fields(w);
-    return !f.empty() && f[0] == "T";
-  }));
+  const stopped_process paused(w);
+  ASSERT_TRUE(paused.sent());
+  ASSERT_TRUE(paused.stopped());
   stop(SIGKILL);
   ASSERT_EQ(::rename(up.c_str(), moved.c_str()), 0) << std::strerror(errno);
   ASSERT_EQ(::symlink(decoy.parent_path().c_str(), up.c_str()), 0) << std::strerror(errno);
@@ -1808,16 +1824,10 @@ TEST_F(MountAttack, TheWatcherOfACleanExitLeavesTheNextMountAlone) {
   start();
   const pid_t w = watcher_of(pid_);
   ASSERT_GT(w, 0) << "the daemon has no watcher";
-  ASSERT_EQ(::kill(w, SIGSTOP), 0);
-  struct resume {
-    pid_t pid;
-    ~resume() { ::kill(pid, SIGCONT); }  // on every way out
-  } resume_watcher{w};
+  const stopped_process paused(w);
+  ASSERT_TRUE(paused.sent());
   // Stopped before the daemon ends: it sees the daemon's end and its byte together.
-  ASSERT_TRUE(eventually([&] {
-    const auto f = stat_fields(w);
-    return !f.empty() && f[0] == "T";
-  }));
+  ASSERT_TRUE(paused.stopped());
   const int status = stop(SIGTERM);
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
   ASSERT_FALSE(quiesce::test::is_mount_point(mnt_));
