@@ -325,8 +325,8 @@ class workqueue {
   // move-only; it is moved into the item (held in place up to 48 bytes) and destroyed with
   // it. The item's memory comes from a free list per CPU (nodes a worker frees go back to
   // its CPU's list; a thread's cached nodes return to them when it exits): a post allocates
-  // nothing once the lists hold as many nodes as were ever in flight at once, and memory
-  // taken for nodes is kept for reuse, not returned to the system.
+  // nothing once the lists hold as many nodes as were ever in flight at once. Nodes that
+  // stay unused go back to the system (trim_posted_memory() below).
   // Returns false, destroying `fn` unrun, if the queue refuses new work (draining and the
   // caller is not one of its items, or the process is exiting). Items posted and still
   // queued at process exit are dropped without running or destroying `fn` (exit rules).
@@ -419,6 +419,27 @@ workqueue& system_wq();
 workqueue& system_highpri_wq();
 workqueue& system_unbound_wq();
 workqueue& system_long_wq();
+
+// The memory behind workqueue::post's items: nodes carved from slabs of 32 and kept on
+// free lists, shared by all threads (plus each thread's cache of up to 64 nodes).
+struct posted_memory {
+  std::size_t node_bytes = 0;  // one posted item's node
+  std::size_t slab_bytes = 0;  // taken from the allocator for nodes and not given back
+  std::size_t free_nodes = 0;  // nodes on the shared free lists now
+};
+// What that memory is now (counts, read without a lock). Safe from any thread, a forked
+// child's too.
+posted_memory get_posted_memory() noexcept;
+// Gives back to the allocator every slab whose nodes are all on the shared free lists and,
+// with glibc, the freed pages to the system (malloc_trim): what a burst of posts left behind.
+// Nodes in use or in a thread's cache are never given back, nor the slabs they are in.
+// Returns the bytes given back. Posts meanwhile go on (one that finds the lists empty takes a
+// new slab). It also happens by itself (kernel: SLUB discarding empty slabs): while the
+// shared lists hold more than 8,192 nodes, an item on system_unbound_wq looks every second
+// and gives back the whole slabs among the nodes no post took since its last look, keeping
+// 2,048 of those for the next posts. Throws std::logic_error in a forked child, or
+// std::bad_alloc (then nothing was given back).
+std::size_t trim_posted_memory();
 
 // RAII: the calling work item is about to block (wait on a lock, I/O, a condition). On a
 // per-CPU pool its worker stops counting as running, so another worker may start the

@@ -101,6 +101,8 @@ inline constexpr bool exit_runs_queued = QUIESCE_MUTANT(EXIT_RUNS_QUEUED);
 inline constexpr bool instance_count_one_pass = QUIESCE_MUTANT(INSTANCE_COUNT_ONE_PASS);
 // post's free list hands out a node it keeps listed
 inline constexpr bool post_node_handed_out_twice = QUIESCE_MUTANT(POST_NODE_HANDED_OUT_TWICE);
+// A trim frees a slab with any free node on the depots, not only one whose every node is.
+inline constexpr bool post_trim_frees_partial_slabs = QUIESCE_MUTANT(POST_TRIM_FREES_PARTIAL_SLABS);
 // a queuer decides whether to wake a worker before it pushes the item, not after
 inline constexpr bool kick_checked_before_push = QUIESCE_MUTANT(KICK_CHECKED_BEFORE_PUSH);
 // a queuer counts the item in the flush color it read, without reading the color again

@@ -8,6 +8,8 @@
 #include <array>
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
+#include <cstring>
 #include <future>
 #include <memory>
 #include <stdexcept>
@@ -234,6 +236,111 @@ TEST(PostNodes, ItemsAreNamedAfterTheCallable) {
 }
 
 // A work item may hold a move-only function, as large as it likes.
+// ---- the memory behind posted items ---------------------------------------------------
+
+// A plugged queue (one active item, held) that `n` posts wait behind: that many nodes in
+// flight at once. Returns when they have all run.
+void burst(std::size_t n) {
+  workqueue wq("post-burst", wq_options{.max_active = 1});
+  gate started, release;
+  std::atomic<std::size_t> ran{0};
+  ASSERT_TRUE(wq.post([&] {
+    started.open();
+    ASSERT_TRUE(release.wait());
+  }));
+  ASSERT_TRUE(started.wait());
+  for (std::size_t i = 0; i < n; ++i)
+    ASSERT_TRUE(wq.post([&ran] { ran.fetch_add(1, std::memory_order_relaxed); }));
+  release.open();
+  wq.flush();
+  ASSERT_EQ(ran.load(), n);
+}
+
+// Guards against a burst's memory staying taken for good: after 40,000 nodes were in flight,
+// a trim gives back all but the slabs holding nodes still cached by threads (64 per
+// thread: the poster, the queue's workers), and posts go on after it.
+TEST(PostMemory, ATrimGivesABurstsSlabsBack) {
+  const std::size_t node = get_posted_memory().node_bytes;
+  ASSERT_GT(node, 0u);
+  constexpr std::size_t n = 40000;
+  burst(n);
+  const posted_memory before = get_posted_memory();
+  // (The automatic trim may have begun already: a second after the lists filled.)
+  EXPECT_GE(before.slab_bytes + trim_posted_memory(), n * node / 2) << "the burst took no memory?";
+  const posted_memory after = get_posted_memory();
+  // What may stay: the slabs of nodes in threads' caches (a few threads, 64 nodes each, in
+  // at most 64 slabs each) - far below the burst's.
+  EXPECT_LE(after.slab_bytes, 8 * 64 * 32 * node) << "of " << before.slab_bytes << " bytes";
+  EXPECT_LE(after.free_nodes, before.free_nodes);
+  burst(1000);  // posts after a trim
+}
+
+// Guards against a burst's memory waiting for a call that never comes: the lists' unused
+// nodes go back by themselves (within a few seconds; the limit here is generous).
+TEST(PostMemory, ABurstsMemoryGoesBackByItself) {
+  const std::size_t node = get_posted_memory().node_bytes;
+  burst(40000);
+  EXPECT_TRUE(eventually(
+      [node] {
+        const posted_memory m = get_posted_memory();
+        // 2,048 nodes kept, plus the slabs of the nodes threads cache.
+        return m.slab_bytes <= (2048 + 8 * 64 * 32) * node;
+      },
+      120s))
+      << get_posted_memory().slab_bytes << " bytes still taken";
+}
+
+// Guards against a trim freeing a slab that still holds a node in flight: posts alternate
+// between a plugged queue (its nodes stay in flight) and a free-running one (its nodes go
+// back to the lists), so most slabs hold both; after the trim the freed memory is taken and
+// scribbled on, and every plugged item must still run once with its own captures. In a
+// child process: a freed node's function pointer is garbage.
+void trim_keeps_nodes_in_flight() {
+  constexpr int n = 20000;
+  constexpr std::uint64_t magic = 0x5157'4945'5343'4521;
+  workqueue plugged("post-plugged", wq_options{.max_active = 1});
+  workqueue running("post-running");
+  gate started, release;
+  std::vector<std::atomic<int>> hits(n);
+  std::atomic<int> wrong{0};
+  if (!plugged.post([&] {
+        started.open();
+        (void)release.wait();
+      }) ||
+      !started.wait())
+    std::_Exit(2);
+  std::atomic<int> ran{0};
+  for (int i = 0; i < n; ++i) {
+    plugged.post([&hits, &wrong, i, check = magic ^ static_cast<std::uint64_t>(i)] {
+      if ((check ^ magic) != static_cast<std::uint64_t>(i)) {
+        wrong.fetch_add(1);
+        return;
+      }
+      hits[static_cast<std::size_t>(i)].fetch_add(1);
+    });
+    running.post([&ran] { ran.fetch_add(1, std::memory_order_relaxed); });
+  }
+  running.flush();
+  trim_posted_memory();
+  // Take the freed memory (malloc hands it out again) and scribble on it.
+  std::vector<std::unique_ptr<unsigned char[]>> scribbles;
+  for (std::size_t i = 0; i < static_cast<std::size_t>(n) / 8; ++i) {
+    scribbles.emplace_back(new unsigned char[32 * get_posted_memory().node_bytes]);
+    std::memset(scribbles.back().get(), 0x5a, 32 * get_posted_memory().node_bytes);
+  }
+  release.open();
+  plugged.flush();
+  int once = 0;
+  for (auto& h : hits)
+    once += h.load() == 1;
+  std::_Exit(once == n && wrong.load() == 0 ? 0 : 3);
+}
+
+TEST(PostMemoryDeathTest, ATrimKeepsEveryNodeInFlight) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(trim_keeps_nodes_in_flight(), testing::ExitedWithCode(0), "");
+}
+
 TEST(WorkFunction, MoveOnlyAndLargeCallables) {
   workqueue wq("move_only");
   std::atomic<int> sum{0};
