@@ -238,56 +238,59 @@ TEST(PostNodes, ItemsAreNamedAfterTheCallable) {
 // A work item may hold a move-only function, as large as it likes.
 // ---- the memory behind posted items ---------------------------------------------------
 
-// A plugged queue (one active item, held) that `n` posts wait behind: that many nodes in
-// flight at once. Returns when they have all run.
-void burst(std::size_t n) {
-  workqueue wq("post-burst", wq_options{.max_active = 1});
+// A plugged queue (ordered: one item at a time, held) that `n` posts wait behind: that many nodes
+// in flight at once. Returns the slab bytes taken while they were, once they have all run.
+std::size_t burst(std::size_t n) {
+  workqueue wq("post-burst", wq_options{.ordered = true});
   gate started, release;
   std::atomic<std::size_t> ran{0};
-  ASSERT_TRUE(wq.post([&] {
+  EXPECT_TRUE(wq.post([&] {
     started.open();
-    ASSERT_TRUE(release.wait());
+    EXPECT_TRUE(release.wait());
   }));
-  ASSERT_TRUE(started.wait());
+  EXPECT_TRUE(started.wait());
   for (std::size_t i = 0; i < n; ++i)
-    ASSERT_TRUE(wq.post([&ran] { ran.fetch_add(1, std::memory_order_relaxed); }));
+    EXPECT_TRUE(wq.post([&ran] { ran.fetch_add(1, std::memory_order_relaxed); }));
+  const std::size_t in_flight = get_posted_memory().slab_bytes;
   release.open();
   wq.flush();
-  ASSERT_EQ(ran.load(), n);
+  EXPECT_EQ(ran.load(), n);
+  return in_flight;
 }
 
-// Guards against a burst's memory staying taken for good: after 40,000 nodes were in flight,
-// a trim gives back all but the slabs holding nodes still cached by threads (64 per
-// thread: the poster, the queue's workers), and posts go on after it.
+// What may stay of a burst's slabs after a trim: those of the nodes threads cache (64 each,
+// in at most 64 slabs each; the poster and a few workers) - far below 40,000 nodes'.
+std::size_t cached_slabs_bytes() {
+  return 8 * 64 * 32 * get_posted_memory().node_bytes;
+}
+
+// Guards against a burst's memory staying taken for good: after 40,000 nodes were in flight
+// at once, a trim gives back all but the slabs of nodes still cached by threads, and posts
+// go on after it. (The automatic trim may run meanwhile too: a second after the lists
+// filled.)
 TEST(PostMemory, ATrimGivesABurstsSlabsBack) {
   const std::size_t node = get_posted_memory().node_bytes;
   ASSERT_GT(node, 0u);
+  const std::size_t base = get_posted_memory().slab_bytes;
   constexpr std::size_t n = 40000;
-  burst(n);
-  const posted_memory before = get_posted_memory();
-  // (The automatic trim may have begun already: a second after the lists filled.)
-  EXPECT_GE(before.slab_bytes + trim_posted_memory(), n * node / 2) << "the burst took no memory?";
+  EXPECT_GE(burst(n), n * node) << "the nodes in flight were not in slabs";
+  trim_posted_memory();
   const posted_memory after = get_posted_memory();
-  // What may stay: the slabs of nodes in threads' caches (a few threads, 64 nodes each, in
-  // at most 64 slabs each) - far below the burst's.
-  EXPECT_LE(after.slab_bytes, 8 * 64 * 32 * node) << "of " << before.slab_bytes << " bytes";
-  EXPECT_LE(after.free_nodes, before.free_nodes);
-  burst(1000);  // posts after a trim
+  EXPECT_LE(after.slab_bytes, base + cached_slabs_bytes());
+  EXPECT_EQ(trim_posted_memory(), 0u) << "a second trim found more whole slabs";
+  EXPECT_EQ(burst(1000) >= 1000 * node, true);  // posts after a trim
 }
 
 // Guards against a burst's memory waiting for a call that never comes: the lists' unused
-// nodes go back by themselves (within a few seconds; the limit here is generous).
+// nodes go back by themselves (within a few seconds; the limit here is generous), all but
+// the 2,048 the trimmer keeps.
 TEST(PostMemory, ABurstsMemoryGoesBackByItself) {
   const std::size_t node = get_posted_memory().node_bytes;
-  burst(40000);
-  EXPECT_TRUE(eventually(
-      [node] {
-        const posted_memory m = get_posted_memory();
-        // 2,048 nodes kept, plus the slabs of the nodes threads cache.
-        return m.slab_bytes <= (2048 + 8 * 64 * 32) * node;
-      },
-      120s))
-      << get_posted_memory().slab_bytes << " bytes still taken";
+  const std::size_t base = get_posted_memory().slab_bytes;
+  EXPECT_GE(burst(40000), 40000 * node);
+  const std::size_t bound = base + 2048 * node + cached_slabs_bytes();
+  EXPECT_TRUE(eventually([bound] { return get_posted_memory().slab_bytes <= bound; }, 120s))
+      << get_posted_memory().slab_bytes << " bytes still taken, more than " << bound;
 }
 
 // Guards against a trim freeing a slab that still holds a node in flight: posts alternate
@@ -298,7 +301,7 @@ TEST(PostMemory, ABurstsMemoryGoesBackByItself) {
 void trim_keeps_nodes_in_flight() {
   constexpr int n = 20000;
   constexpr std::uint64_t magic = 0x5157'4945'5343'4521;
-  workqueue plugged("post-plugged", wq_options{.max_active = 1});
+  workqueue plugged("post-plugged", wq_options{.ordered = true});
   workqueue running("post-running");
   gate started, release;
   std::vector<std::atomic<int>> hits(n);
