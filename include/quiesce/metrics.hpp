@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // quiesce/metrics.hpp - the runtime's counters as a Prometheus scrape: every workqueue's
 // stats (the columns of the kernel's tools/workqueue/wq_monitor.py - total, in flight, CPU
-// time, CPU hogs - and quiesce's latency histograms), every worker pool, the watchdog's
-// findings, and every RCU domain's grace periods and callbacks.
+// time, CPU hogs - and quiesce's latency histograms), every worker pool, the memory behind
+// posted items, the watchdog's findings, and every RCU domain's grace periods and callbacks.
 //
 // The text is OpenMetrics 1.0 (application/openmetrics-text; version=1.0.0): one
 // "# HELP" and "# TYPE" per family, counters as NAME_total, histograms as cumulative
@@ -10,6 +10,7 @@
 // seconds, label values escaped, "# EOF" last. Families and their labels:
 //   quiesce_workqueue_*{workqueue="NAME",kind="bound"|"unbound"}
 //   quiesce_pool_*{pool="ID",cpus="CPULIST",kind="bound"|"unbound",nice="N"}
+//   quiesce_posted_*                         (process-wide: get_posted_memory())
 //   quiesce_watchdog_*                       (process-wide)
 //   quiesce_rcu_*{domain="default"|"qsbr"|"tasks"}
 // A histogram bucket counts the samples whose recorded bucket (quiesce/histogram.hpp, at

@@ -194,6 +194,15 @@ void write_pools(family_writer& w) {
          [](const pool_info& p) { return p.nr_pending; });
 }
 
+void write_posted_memory(family_writer& w) {
+  const std::vector<std::pair<labels, posted_memory>> one{{labels{}, get_posted_memory()}};
+  gauges(w, "quiesce_posted_memory_bytes",
+         "Memory taken for posted items' nodes and not given back (trim_posted_memory)", one,
+         [](const posted_memory& m) { return m.slab_bytes; });
+  gauges(w, "quiesce_posted_free_nodes", "Posted items' nodes on the shared free lists", one,
+         [](const posted_memory& m) { return m.free_nodes; });
+}
+
 void write_watchdog(family_writer& w) {
   const watchdog_counters c = get_watchdog_counters();
   const std::vector<std::pair<labels, watchdog_counters>> one{{labels{}, c}};
@@ -259,6 +268,7 @@ void write_openmetrics(std::ostream& out) {
   family_writer w(text);
   write_workqueues(w);
   write_pools(w);
+  write_posted_memory(w);
   write_watchdog(w);
   write_rcu(w);
   text += "# EOF\n";

@@ -110,8 +110,12 @@ TEST(OpenMetrics, AStrictParserAcceptsTheScrapeAndItsValuesAreTheStats) {
   EXPECT_NEAR(value("quiesce_workqueue_run_seconds", "quiesce_workqueue_run_seconds_sum", q),
               stats.run_ns.mean() * static_cast<double>(stats.run_ns.count()) / 1e9, 1e-9);
   EXPECT_EQ(families["quiesce_workqueue_run_seconds"]["type"], "histogram");
-  // Pools, the watchdog and every RCU domain are there.
+  // Pools, posted items' memory, the watchdog and every RCU domain are there.
   EXPECT_TRUE(families.contains("quiesce_pool_workers"));
+  EXPECT_GT(get_posted_memory().slab_bytes, 0u);  // the posts above took a slab
+  EXPECT_EQ(
+      value("quiesce_posted_memory_bytes", "quiesce_posted_memory_bytes", nlohmann::json::object()),
+      static_cast<double>(get_posted_memory().slab_bytes));
   EXPECT_TRUE(families.contains("quiesce_watchdog_wq_lockups"));
   EXPECT_GE(value("quiesce_rcu_grace_periods", "quiesce_rcu_grace_periods_total",
                   {{"domain", rcu_default_domain().name()}}),
