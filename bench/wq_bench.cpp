@@ -249,9 +249,10 @@ BENCHMARK_CAPTURE(throughput_post, unbound, quiesce::wq_options{.unbound = true}
     ->Apply(throughput_args);
 
 // ---- (f) a post's footprint over time ----
-// Posted nodes are kept on free lists that never shrink (src/wq/post.cpp): a poster that
-// runs ahead of the workers leaves as many nodes as the backlog's peak, and later rounds
-// walk that much colder memory (docs/workqueue.md, "post"). Sixteen rounds of two posters'
+// Posted nodes are kept on free lists while posts keep taking them (src/wq/post.cpp gives
+// back only what stayed unused for a second): a poster that runs ahead of the workers leaves
+// as many nodes as the backlog's peak, and later rounds, back to back, walk that much colder
+// memory (docs/workqueue.md, "post"). Sixteen rounds of two posters'
 // 1M posts; counters: the first and the last round's rate (M items/s) and the resident set
 // after each (MB). The rounds of a fresh process show the growth: run this benchmark alone.
 void post_footprint(benchmark::State& state, quiesce::wq_options options) {
