@@ -434,11 +434,12 @@ posted_memory get_posted_memory() noexcept;
 // with glibc, the freed pages to the system (malloc_trim): what a burst of posts left behind.
 // Nodes in use or in a thread's cache are never given back, nor the slabs they are in.
 // Returns the bytes given back. Posts meanwhile go on (one that finds the lists empty takes a
-// new slab). It also happens by itself (kernel: SLUB discarding empty slabs): while the
-// shared lists hold more than 8,192 nodes, an item on system_unbound_wq looks every second
-// and gives back the whole slabs among the nodes no post took since its last look, keeping
-// 2,048 of those for the next posts. Throws std::logic_error in a forked child, or
-// std::bad_alloc (then nothing was given back).
+// new slab; one trim runs at a time). It also happens by itself (kernel: SLUB discarding
+// empty slabs): while the shared lists hold more than 8,192 nodes, an item on a queue of the
+// library's own ("posted_trim", unbound) looks every second and gives back the whole slabs
+// among the nodes no post took since its last look, keeping 2,048 of those for the next
+// posts. malloc_trim is process-wide: it walks every malloc arena, each under its lock.
+// Throws std::logic_error in a forked child, or std::bad_alloc (then nothing was given back).
 std::size_t trim_posted_memory();
 
 // RAII: the calling work item is about to block (wait on a lock, I/O, a condition). On a

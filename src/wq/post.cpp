@@ -11,15 +11,18 @@
 //
 // Memory goes back too (kernel: SLUB discarding empty slabs, kmem_cache_shrink): a trim
 // takes every node off the depots, frees each slab whose nodes were all there, and gives
-// the rest back. trim_posted_memory() trims on demand; by itself, once the depots hold more
-// than trim_arm_nodes, a delayed item on system_unbound_wq looks every trim_interval and
-// frees the whole slabs among the nodes that stayed on the depots for that whole interval
-// (their low-water mark) beyond trim_keep_nodes. A node in use or in a thread's cache is
-// never on a depot, so its slab is never freed.
+// the rest back. trim_posted_memory() trims on demand; by itself, once a batch given back
+// (posted_free) leaves the depots holding more than trim_arm_nodes, a delayed item on a
+// queue of its own looks every trim_interval and frees the whole slabs among the nodes that
+// stayed on the depots for that whole interval (their low-water mark) beyond
+// trim_keep_nodes. A node in use or in a thread's cache is never on a depot, so its slab is
+// never freed. One trim at a time (trim_lock): a trim's snapshot of the slabs must not be
+// freed under it.
 //
 // Protection legend: T = the owning thread only (thread_local); L(depot) = under that
 // depot's lock; L(slabs) = under slab_lock; I = set before any other thread can see it;
-// A = atomic, relaxed (counts that decide only how much to trim, never what is safe to).
+// A = atomic, relaxed (counts that decide only how much to trim, never what is safe to);
+// S = atomic, seq_cst. Lock order: trim_lock, then a depot's lock or slab_lock.
 // No lock is held while calling out (a depot's lock covers a few pointer writes).
 #include <unistd.h>
 
@@ -30,6 +33,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <new>
 #include <utility>
@@ -115,11 +119,12 @@ struct free_lists {
   const std::size_t n;                    // I
   const std::unique_ptr<depot[]> depots;  // I
   depot_counts counts;
+  mutex trim_lock;  // held by the one trim running
   mutex slab_lock;
   // Every slab allocated and not freed by a trim (which frees only slabs whose every node is
   // free): nodes dropped at exit stay reachable.
   std::vector<void*> slabs QUIESCE_GUARDED_BY(slab_lock);
-  std::atomic<bool> trim_armed{false};  // A (exchange): the trimmer is queued or running
+  std::atomic<bool> trim_armed{false};  // S: the trimmer is queued or running
 };
 
 // Never destroyed: workers free nodes until the process ends.
@@ -195,15 +200,14 @@ chain take_batch() {
 // Frees the slabs whose every node is on the depots, at most `limit` nodes' worth; returns
 // the bytes freed. Every depot's chains are taken off it meanwhile (a post that finds them
 // empty allocates a slab: the trim runs seldom). Throws std::bad_alloc before it takes any.
-std::size_t trim(std::size_t limit) {
-  free_lists& l = lists();
+std::size_t trim(free_lists& l, std::size_t limit) QUIESCE_REQUIRES(l.trim_lock) {
   // The slabs, sorted (a node's slab is the last one at or below it); allocated first, so
   // that nothing below can throw once the chains are off the depots.
   std::vector<unsigned char*> slabs;
   std::vector<unsigned char*> freed;
   {
     lock_guard guard(l.slab_lock);
-    std::sort(l.slabs.begin(), l.slabs.end());
+    std::sort(l.slabs.begin(), l.slabs.end(), std::less<>{});
     for (void* s : l.slabs)
       slabs.push_back(static_cast<unsigned char*>(s));
   }
@@ -211,7 +215,7 @@ std::size_t trim(std::size_t limit) {
   std::vector<unsigned> free_in(slabs.size(), 0);
   auto slab_of = [&slabs](const free_node* n) -> std::ptrdiff_t {
     const auto* p = reinterpret_cast<const unsigned char*>(n);
-    const auto it = std::upper_bound(slabs.begin(), slabs.end(), p);
+    const auto it = std::upper_bound(slabs.begin(), slabs.end(), p, std::less<>{});
     if (it == slabs.begin() || p >= *(it - 1) + slab_bytes) return -1;  // a slab allocated since
     return it - 1 - slabs.begin();
   };
@@ -273,7 +277,8 @@ std::size_t trim(std::size_t limit) {
     lock_guard guard(l.slab_lock);
     // Both sorted by address; slabs allocated since were appended unsorted, and are kept.
     std::erase_if(l.slabs, [&freed](void* s) {
-      return std::binary_search(freed.begin(), freed.end(), static_cast<unsigned char*>(s));
+      return std::binary_search(freed.begin(), freed.end(), static_cast<unsigned char*>(s),
+                                std::less<>{});
     });
     l.counts.slabs.fetch_sub(freed.size(), std::memory_order_relaxed);
   }
@@ -285,17 +290,25 @@ std::size_t trim(std::size_t limit) {
   return freed.size() * slab_bytes;
 }
 
-// The automatic trim: an item of system_unbound_wq that looks every trim_interval while the
-// depots hold more than trim_arm_nodes.
-void trimmer_tick(delayed_work& self) noexcept;
+// The automatic trim: an item that looks every trim_interval while the depots hold more
+// than trim_arm_nodes, on an unbound queue of its own (never drained: a drain of a shared
+// queue would refuse it, or be held up by it). Both never destroyed, as the depots.
+void trimmer_tick() noexcept;
 
-delayed_work& trimmer() {
-  static delayed_work* const item =
-      new delayed_work("posted-memory-trim", [](delayed_work& self) { trimmer_tick(self); });
-  return *item;
+struct trimmer_parts {
+  workqueue wq{"posted_trim", wq_options{.unbound = true}};
+  delayed_work item{"posted-memory-trim", [](delayed_work&) { trimmer_tick(); }};
+};
+
+// Queues the trimmer's next look; false if its queue refused (the process is exiting).
+bool queue_trimmer() {
+  static trimmer_parts* const t = new trimmer_parts;
+  return t->wq.queue_delayed(t->item, trim_interval);
 }
 
-void disarm_trimmer(free_lists& l) noexcept;
+void disarm_trimmer(free_lists& l) noexcept {
+  l.trim_armed.store(false, std::memory_order_seq_cst);
+}
 
 // Queues the trimmer (once: trim_armed) when the depots hold more than trim_arm_nodes.
 void arm_trimmer(free_lists& l) noexcept {
@@ -305,30 +318,29 @@ void arm_trimmer(free_lists& l) noexcept {
   l.counts.low.store(l.counts.nodes.load(std::memory_order_relaxed), std::memory_order_relaxed);
   try {
     // Refused only when the process is exiting: it then stays armed, and never looks.
-    (void)system_unbound_wq().queue_delayed(trimmer(), trim_interval);
+    (void)queue_trimmer();
   } catch (...) {
     disarm_trimmer(l);  // no memory for the queue: the next batch given tries again
   }
 }
 
-void disarm_trimmer(free_lists& l) noexcept {
-  l.trim_armed.store(false, std::memory_order_seq_cst);
-}
-
-void trimmer_tick(delayed_work& self) noexcept {
+void trimmer_tick() noexcept {
   free_lists& l = lists();
-  // The nodes no post took since the last look: a steady load's are kept, a burst's go.
-  const std::size_t unused = l.counts.low.exchange(l.counts.nodes.load(std::memory_order_relaxed),
-                                                   std::memory_order_relaxed);
-  if (unused > trim_keep_nodes) {
+  // The nodes no post took since the last look: a steady load's are kept, a burst's go. (A
+  // trim_posted_memory() running now does the work instead.)
+  const std::size_t unused = l.counts.low.load(std::memory_order_relaxed);
+  if (unused > trim_keep_nodes && l.trim_lock.try_lock()) {
     try {
-      (void)trim(unused - trim_keep_nodes);
+      (void)trim(l, unused - trim_keep_nodes);
     } catch (const std::bad_alloc&) {  // nothing was taken: the next look tries again
     }
+    l.trim_lock.unlock();
   }
+  // The next interval's low-water mark starts from what the depots hold now, after the trim.
+  l.counts.low.store(l.counts.nodes.load(std::memory_order_relaxed), std::memory_order_relaxed);
   if (l.counts.nodes.load(std::memory_order_relaxed) > trim_arm_nodes) {
     try {
-      if (system_unbound_wq().queue_delayed(self, trim_interval)) return;
+      if (queue_trimmer()) return;
     } catch (...) {
     }
   }
@@ -435,7 +447,9 @@ posted_memory get_posted_memory() noexcept {
 
 std::size_t trim_posted_memory() {
   detail::refuse_in_forked_child("trim_posted_memory");  // the depots' locks may be held
-  return detail::trim(~std::size_t{0});
+  detail::free_lists& l = detail::lists();
+  detail::lock_guard guard(l.trim_lock);
+  return detail::trim(l, ~std::size_t{0});
 }
 
 }  // namespace quiesce

@@ -235,7 +235,6 @@ TEST(PostNodes, ItemsAreNamedAfterTheCallable) {
   EXPECT_NE(name.find("lambda"), std::string::npos) << name;
 }
 
-// A work item may hold a move-only function, as large as it likes.
 // ---- the memory behind posted items ---------------------------------------------------
 
 // A plugged queue (ordered: one item at a time, held) that `n` posts wait behind: that many nodes
@@ -291,13 +290,16 @@ TEST(PostMemory, ABurstsMemoryGoesBackByItself) {
   const std::size_t bound = base + 2048 * node + cached_slabs_bytes();
   EXPECT_TRUE(eventually([bound] { return get_posted_memory().slab_bytes <= bound; }, 120s))
       << get_posted_memory().slab_bytes << " bytes still taken, more than " << bound;
+  // Done (the trimmer stops looking at 8,192 free nodes or fewer), and 2,048 kept.
+  EXPECT_GE(get_posted_memory().free_nodes, 2048u) << "the trimmer kept fewer nodes than it says";
 }
 
 // Guards against a trim freeing a slab that still holds a node in flight: posts alternate
 // between a plugged queue (its nodes stay in flight) and a free-running one (its nodes go
-// back to the lists), so most slabs hold both; after the trim the freed memory is taken and
-// scribbled on, and every plugged item must still run once with its own captures. In a
-// child process: a freed node's function pointer is garbage.
+// back to the lists), so most slabs hold both, and a burst on a third queue leaves slabs that
+// are wholly free, which the trim must free; then the freed memory is taken and scribbled
+// on, and every plugged item must still run once with its own captures. In a child process:
+// a freed node's function pointer is garbage.
 void trim_keeps_nodes_in_flight() {
   constexpr int n = 20000;
   constexpr std::uint64_t magic = 0x5157'4945'5343'4521;
@@ -324,7 +326,22 @@ void trim_keeps_nodes_in_flight() {
     running.post([&ran] { ran.fetch_add(1, std::memory_order_relaxed); });
   }
   running.flush();
-  trim_posted_memory();
+  // And slabs that are wholly free: a burst held on a third queue (the lists hold fewer
+  // nodes than it takes, so most come from new slabs), then run.
+  {
+    workqueue held("post-held", wq_options{.ordered = true});
+    gate held_started, held_release;
+    if (!held.post([&] {
+          held_started.open();
+          (void)held_release.wait();
+        }) ||
+        !held_started.wait())
+      std::_Exit(2);
+    for (int i = 0; i < 2 * n; ++i)
+      held.post([] {});
+    held_release.open();
+  }
+  if (trim_posted_memory() == 0) std::_Exit(4);  // the held burst's slabs are wholly free
   // Take the freed memory (malloc hands it out again) and scribble on it.
   std::vector<std::unique_ptr<unsigned char[]>> scribbles;
   for (std::size_t i = 0; i < static_cast<std::size_t>(n) / 8; ++i) {
@@ -344,6 +361,7 @@ TEST(PostMemoryDeathTest, ATrimKeepsEveryNodeInFlight) {
   EXPECT_EXIT(trim_keeps_nodes_in_flight(), testing::ExitedWithCode(0), "");
 }
 
+// A work item may hold a move-only function, as large as it likes.
 TEST(WorkFunction, MoveOnlyAndLargeCallables) {
   workqueue wq("move_only");
   std::atomic<int> sum{0};
