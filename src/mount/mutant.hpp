@@ -77,5 +77,8 @@ inline constexpr bool watcher_unmounts_blindly = QUIESCE_MUTANT(MOUNT_WATCHER_UN
 // the auto_unmount watcher looks at and unmounts the mountpoint's path, walked again (a
 // directory above it replaced by a symlink sends it elsewhere)
 inline constexpr bool watcher_walks_path = QUIESCE_MUTANT(MOUNT_WATCHER_WALKS_PATH);
+// a background mount says it is ready (the command returns) before its auto_unmount watcher
+// exists
+inline constexpr bool ready_before_watcher = QUIESCE_MUTANT(MOUNT_READY_BEFORE_WATCHER);
 
 }  // namespace quiesce::mount::detail::mutant

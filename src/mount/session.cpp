@@ -17,6 +17,7 @@
 #include <atomic>
 #include <cerrno>
 #include <charconv>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <memory>
@@ -27,6 +28,7 @@
 #include <vector>
 
 #include "fs.hpp"
+#include "mutant.hpp"
 #include "quiesce/log.hpp"
 #include "quiesce/topology.hpp"
 
@@ -476,7 +478,8 @@ verity_mount::~verity_mount() {
   if (impl_->signals) fuse_remove_signal_handlers(impl_->se.get());
 }
 
-void verity_mount::serve() {
+void verity_mount::serve(const std::function<void()>& ready) {
+  if (mutant::ready_before_watcher && ready) ready();
   // In the process that serves (after a daemonize), before its libfuse threads exist.
   if (impl_->options.auto_unmount) {
     const std::string helper = ::geteuid() == 0 ? std::string() : setuid_fusermount();
@@ -495,6 +498,7 @@ void verity_mount::serve() {
   // be the one that constructed the mount.
   if (impl_->f.switch_creds) drop_sys_resource();
   if (!impl_->f.verify_wq) impl_->start_queues();
+  if (!mutant::ready_before_watcher && ready) ready();
   fuse_loop_config* cfg = fuse_loop_cfg_create();
   fuse_loop_cfg_set_max_threads(cfg, 16);
   const int rc = fuse_session_loop_mt(impl_->se.get(), cfg);
@@ -550,10 +554,63 @@ void serve_verity_mount(const fs::path& source, const fs::path& mountpoint,
   ::umask(0);
   verity_mount m(source, mountpoint, o);
   if (mounted) mounted();
-  // In the background from here, as sshfs: the caller returns with the mount ready. No
+  if (o.foreground) {
+    m.serve();
+    return;
+  }
+  // In the background from here, as sshfs, but the caller's process waits for the child to
+  // say it serves (libfuse 3.14's fuse_daemonize says so before the child has set anything
+  // up, so a daemon killed just after the command returned left a dead mount behind). No
   // thread exists yet (serve() starts them), so the child has everything.
-  if (!o.foreground && fuse_daemonize(0) != 0) throw mount_error("cannot daemonize", 1);
-  m.serve();
+  int ready_pipe[2];
+  if (::pipe2(ready_pipe, O_CLOEXEC) != 0) throw mount_error("cannot daemonize: pipe", 1);
+  fd_t told(ready_pipe[0]), tell(ready_pipe[1]);
+  std::fflush(nullptr);  // nothing buffered is written twice
+  const pid_t child = ::fork();
+  if (child < 0) throw mount_error(fmt::format("cannot daemonize: {}", std::strerror(errno)), 1);
+  if (child > 0) {
+    tell.reset();
+    // This process keeps no hold on the connection: the child's watcher must find it over
+    // once the child is gone (the descriptor number stays, on /dev/null, for the session).
+    if (const int null = ::open("/dev/null", O_RDWR | O_CLOEXEC); null >= 0) {
+      (void)::dup3(null, fuse_session_fd(m.impl_->se.get()), O_CLOEXEC);
+      ::close(null);
+    }
+    char byte = 0;
+    ssize_t n;
+    while ((n = ::read(told.get(), &byte, 1)) < 0 && errno == EINTR) {
+    }
+    if (n == 1) ::_exit(0);
+    // The child ended before it served, and said why on our stderr. Its own teardown took
+    // its mount away, unless it was killed: then this process does - lazily, as unmount()
+    // does - and in either case not the destructor.
+    struct stat at {};
+    const bool dead_mount = ::stat(m.impl_->resolved.c_str(), &at) != 0 && errno == ENOTCONN;
+    if (dead_mount) m.unmount();
+    m.impl_->unmounted = true;
+    throw mount_error(dead_mount ? "the daemon was killed before it served: unmounted"
+                                 : "the daemon ended before it served",
+                      1);
+  }
+  told.reset();
+  // Held until this process ends, not closed by the unwinding of a failure below: the
+  // caller's process must see the end of the pipe after this one's teardown unmounted.
+  const int tell_fd = tell.release();
+  if (::setsid() < 0 || ::chdir("/") != 0) {
+    throw mount_error(fmt::format("cannot daemonize: {}", std::strerror(errno)), 1);
+  }
+  m.serve([tell_fd] {
+    const int null = ::open("/dev/null", O_RDWR | O_CLOEXEC);
+    if (null >= 0) {
+      for (int std_fd = 0; std_fd <= 2; ++std_fd)
+        (void)::dup2(null, std_fd);  // dup2 clears close-on-exec on 0-2
+      if (null > 2) ::close(null);
+    }
+    const char byte = 'R';
+    while (::write(tell_fd, &byte, 1) < 0 && errno == EINTR) {
+    }
+    ::close(tell_fd);
+  });
 }
 
 }  // namespace quiesce::mount

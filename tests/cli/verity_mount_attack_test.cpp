@@ -1744,6 +1744,110 @@ TEST_F(MountAttack, AKilledBackgroundDaemonLeavesNoMount) {
       << "the mount outlived its daemon";
 }
 
+// `quiesce verity mount` in the background returns only once its daemon's watcher exists:
+// a daemon killed at any moment after the command returned leaves no mount. Told by the
+// order of the system calls (strace -f, a ruler that does not depend on timing): the
+// daemon forks its watcher, then tells the command, which then exits.
+TEST_F(MountAttack, ABackgroundMountReturnsOnlyOnceItsWatcherExists) {
+  SKIP_UNLESS_FUSE();
+  if (shell2("command -v strace").code != 0) GTEST_SKIP() << "no strace";
+  const fs::path log = dir_ / "strace.log";
+  const auto started =
+      shell2("strace -f -qq -e trace=clone,clone3,fork,vfork,write,exit_group -o " + log.string() +
+             " " + quiesce::test::mount_cli() + " verity mount " + src_.string() + " " +
+             mnt_.string() + " >/dev/null 2>&1 & echo $!");
+  ASSERT_EQ(started.code, 0) << started.out;
+  const pid_t tracer = std::stoi(started.out);
+  ASSERT_TRUE(eventually([&] { return quiesce::test::is_mount_point(mnt_); })) << "no mount";
+  // The command's process: the first in the log. Its exit_group ends the command.
+  struct line {
+    pid_t pid;
+    std::string text;
+  };
+  auto lines = [&log] {
+    std::vector<line> out;
+    std::istringstream in(slurp(log));
+    for (std::string l; std::getline(in, l);) {
+      const std::size_t sp = l.find(' ');
+      if (sp == std::string::npos || l.find_first_not_of("0123456789") != sp) continue;
+      out.push_back({std::stoi(l.substr(0, sp)), l.substr(sp + 1)});
+    }
+    return out;
+  };
+  ASSERT_TRUE(eventually([&] {
+    const auto ls = lines();
+    return !ls.empty() && std::any_of(ls.begin(), ls.end(), [&](const line& l) {
+      return l.pid == ls.front().pid && l.text.rfind("exit_group(", 0) == 0;
+    });
+  })) << "the command did not return";
+  ASSERT_EQ(shell2("fusermount3 -u " + mnt_.string()).code, 0);
+  ASSERT_TRUE(eventually([&] { return ::kill(tracer, 0) != 0 || has_ended(tracer); }))
+      << "the daemon did not end after the unmount";
+  const auto ls = lines();
+  const pid_t command = ls.front().pid;
+  // A process's fork: clone() (threads come from clone3()), maybe split by strace into an
+  // "<unfinished ...>" entry and a "<... clone resumed>" line that has the result.
+  auto fork_entry = [](const line& l) {
+    return l.text.rfind("clone(", 0) == 0 || l.text.rfind("fork(", 0) == 0;
+  };
+  auto fork_result = [](const line& l) -> pid_t {
+    if (l.text.rfind("clone(", 0) != 0 && l.text.rfind("fork(", 0) != 0 &&
+        l.text.rfind("<... clone resumed>", 0) != 0 && l.text.rfind("<... fork resumed>", 0) != 0)
+      return -1;
+    const std::size_t eq = l.text.rfind(") = ");
+    if (eq == std::string::npos) return -1;
+    const std::string n = l.text.substr(eq + 4);
+    return !n.empty() && n.find_first_not_of("0123456789") == std::string::npos ? std::stoi(n) : -1;
+  };
+  pid_t daemon = -1;
+  for (const line& l : ls)
+    if (l.pid == command && daemon < 0) daemon = fork_result(l);
+  std::ptrdiff_t watcher_at = -1, ready_at = -1, exit_at = -1;
+  for (std::size_t i = 0; i < ls.size(); ++i) {
+    const line& l = ls[i];
+    const auto at = static_cast<std::ptrdiff_t>(i);
+    if (l.pid == daemon && fork_entry(l) && watcher_at < 0) {
+      watcher_at = at;
+    } else if (l.pid == daemon && l.text.rfind("write(", 0) == 0 &&
+               l.text.find(", \"R\", 1") != std::string::npos && ready_at < 0) {
+      ready_at = at;
+    } else if (l.pid == command && l.text.rfind("exit_group(0)", 0) == 0) {
+      exit_at = at;
+    }
+  }
+  SCOPED_TRACE(slurp(log));
+  ASSERT_GT(daemon, 0) << "the command forked no daemon";
+  ASSERT_GE(watcher_at, 0) << "the daemon forked no watcher";
+  ASSERT_GE(ready_at, 0) << "the daemon never said it was ready";
+  ASSERT_GE(exit_at, 0) << "the command did not exit 0";
+  EXPECT_LT(watcher_at, ready_at) << "the daemon said it was ready before its watcher existed";
+  EXPECT_LT(ready_at, exit_at) << "the command returned before its daemon was ready";
+}
+
+// A background daemon that ends before it serves - killed, or failing in its setup - leaves
+// no mount, and the command fails saying so (libfuse's fuse_daemonize returned 0 and left a
+// dead mount when its child was killed there). strace injects the end into the daemon's
+// first system call of its own, setsid().
+TEST_F(MountAttack, ADaemonEndingBeforeItServesLeavesNoMountAndTheCommandFails) {
+  SKIP_UNLESS_FUSE();
+  if (shell2("command -v strace").code != 0) GTEST_SKIP() << "no strace";
+  const std::string mount =
+      quiesce::test::mount_cli() + " verity mount " + src_.string() + " " + mnt_.string() + " 2>&1";
+  for (const auto& [inject, says] :
+       {std::pair{"signal=SIGKILL", "the daemon was killed before it served: unmounted"},
+        std::pair{"error=EPERM", "cannot daemonize: Operation not permitted"}}) {
+    SCOPED_TRACE(inject);
+    const auto r =
+        shell2(std::string("strace -f -qq -o /dev/null -e trace=setsid -e inject=setsid:") +
+               inject + " " + mount);
+    EXPECT_EQ(r.code, 1) << r.out;
+    EXPECT_NE(r.out.find(says), std::string::npos) << r.out;
+    EXPECT_EQ(r.out.find("failed to unmount"), std::string::npos) << r.out;
+    EXPECT_FALSE(quiesce::test::is_mount_point(mnt_)) << "a mount outlived its daemon";
+    if (quiesce::test::is_mount_point(mnt_)) shell2("umount -l " + mnt_.string());
+  }
+}
+
 // The watcher unmounts the mountpoint it was given, not a path walked again: a directory
 // above the mountpoint renamed and replaced by a symlink (what a user who owns one can do)
 // to a place where another dead mount lies leaves that one alone.

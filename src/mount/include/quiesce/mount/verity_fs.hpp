@@ -129,13 +129,21 @@ class verity_mount {
   ~verity_mount();
   verity_mount(const verity_mount&) = delete;
   verity_mount& operator=(const verity_mount&) = delete;
-  void serve();
+  // `ready` (if set) is called once, in this process, when serving is set up - the
+  // auto_unmount watcher started (if asked for), the queues up - just before the loop.
+  void serve(const std::function<void()>& ready = {});
   // Ends serve(): a lazy unmount (the connection ends once the last open file closes).
   void unmount();
   // The verification queue (its stats: queue->start, the workers' run delay).
   workqueue& verify_queue();
 
  private:
+  // Daemonizes: its parent process lets go of the connection, or unmounts for a child that
+  // ended before it served.
+  friend void serve_verity_mount(const std::filesystem::path& source,
+                                 const std::filesystem::path& mountpoint,
+                                 const verity_mount_options& o,
+                                 const std::function<void()>& mounted);
   struct impl;
   std::unique_ptr<impl> impl_;
 };
@@ -150,8 +158,11 @@ bool record_verity_on_inode(const std::filesystem::path& file,
 
 // Mounts and serves until unmounted (or a signal, as above); `mounted` (if set) is called
 // once the mount is in place. Unless o.foreground, the process then daemonizes (as sshfs
-// does): the caller's process exits 0 with the mount ready, a child serves it. Throws
-// mount_error.
+// does): a child, in a session of its own, sets up serving - its auto_unmount watcher first
+// - and only then puts its standard streams on /dev/null and tells the caller's process,
+// which exits 0 (so a daemon killed at any time after the command returned leaves no mount);
+// a child that ends before that (its error on the caller's stderr) leaves the caller's
+// process to unmount and throw mount_error. Throws mount_error.
 void serve_verity_mount(const std::filesystem::path& source,
                         const std::filesystem::path& mountpoint, const verity_mount_options& o,
                         const std::function<void()>& mounted = {});
