@@ -1770,7 +1770,10 @@ TEST_F(MountAttack, ABackgroundMountReturnsOnlyOnceItsWatcherExists) {
     for (std::string l; std::getline(in, l);) {
       const std::size_t sp = l.find(' ');
       if (sp == std::string::npos || l.find_first_not_of("0123456789") != sp) continue;
-      out.push_back({std::stoi(l.substr(0, sp)), l.substr(sp + 1)});
+      // (strace pads the pid to five columns.)
+      const std::size_t text = l.find_first_not_of(' ', sp);
+      if (text == std::string::npos) continue;
+      out.push_back({std::stoi(l.substr(0, sp)), l.substr(text)});
     }
     return out;
   };
@@ -1779,7 +1782,8 @@ TEST_F(MountAttack, ABackgroundMountReturnsOnlyOnceItsWatcherExists) {
     return !ls.empty() && std::any_of(ls.begin(), ls.end(), [&](const line& l) {
       return l.pid == ls.front().pid && l.text.rfind("exit_group(", 0) == 0;
     });
-  })) << "the command did not return";
+  })) << "the command did not return:\n"
+      << slurp(log);
   ASSERT_EQ(shell2("fusermount3 -u " + mnt_.string()).code, 0);
   ASSERT_TRUE(eventually([&] { return ::kill(tracer, 0) != 0 || has_ended(tracer); }))
       << "the daemon did not end after the unmount";
