@@ -383,6 +383,31 @@ struct verity_mount::impl {
     if (f.enable_wq) f.enable_wq->drain();
     if (f.verify_wq) f.verify_wq->drain();
   }
+
+  // Takes away this mount if it is dead (ENOTCONN to a forced statx): by the name inside the
+  // mountpoint's directory held from before the mount, never a path walked again (as the
+  // watcher does); a user's through fusermount3, which unmounts only that user's FUSE mounts.
+  void unmount_dead() {
+    if (::geteuid() != 0) {
+      if (!fusermount_unmount(mountpoint)) {
+        log(log_level::warning,
+            fmt::format("quiesce verity mount: cannot unmount {}", mountpoint.string()));
+      }
+      return;
+    }
+    if (!mountpoint_dir) return;
+    struct statx stx {};
+    if (::statx(mountpoint_dir.get(), mountpoint_name.c_str(),
+                AT_SYMLINK_NOFOLLOW | AT_STATX_FORCE_SYNC, STATX_TYPE, &stx) == 0 ||
+        errno != ENOTCONN) {
+      return;  // not (or no longer) a dead mount
+    }
+    const std::string name = proc_path(mountpoint_dir.get()) + "/" + mountpoint_name;
+    if (::umount2(name.c_str(), MNT_DETACH | UMOUNT_NOFOLLOW) != 0) {
+      log(log_level::warning, fmt::format("quiesce verity mount: cannot unmount {}: {}",
+                                          mountpoint.string(), std::strerror(errno)));
+    }
+  }
 };
 
 verity_mount::verity_mount(const fs::path& source, const fs::path& mountpoint,
@@ -478,8 +503,8 @@ verity_mount::~verity_mount() {
   if (impl_->signals) fuse_remove_signal_handlers(impl_->se.get());
 }
 
-void verity_mount::serve(const std::function<void()>& ready) {
-  if (mutant::ready_before_watcher && ready) ready();
+void verity_mount::serve(const std::function<void(char)>& progress) {
+  if (mutant::ready_before_watcher && progress) progress('R');
   // In the process that serves (after a daemonize), before its libfuse threads exist.
   if (impl_->options.auto_unmount) {
     const std::string helper = ::geteuid() == 0 ? std::string() : setuid_fusermount();
@@ -487,6 +512,7 @@ void verity_mount::serve(const std::function<void()>& ready) {
                         ? start_auto_unmount(impl_->mountpoint_dir.get(), impl_->mountpoint_name,
                                              impl_->resolved.string(), helper, impl_->watcher_done)
                         : EBADF;
+    if (err == 0 && progress) progress('W');
     if (err != 0) {
       log(log_level::warning,
           fmt::format("quiesce verity mount: no auto_unmount ({}): a daemon killed outright "
@@ -498,7 +524,7 @@ void verity_mount::serve(const std::function<void()>& ready) {
   // be the one that constructed the mount.
   if (impl_->f.switch_creds) drop_sys_resource();
   if (!impl_->f.verify_wq) impl_->start_queues();
-  if (!mutant::ready_before_watcher && ready) ready();
+  if (!mutant::ready_before_watcher && progress) progress('R');
   fuse_loop_config* cfg = fuse_loop_cfg_create();
   fuse_loop_cfg_set_max_threads(cfg, 16);
   const int rc = fuse_session_loop_mt(impl_->se.get(), cfg);
@@ -565,31 +591,48 @@ void serve_verity_mount(const fs::path& source, const fs::path& mountpoint,
   int ready_pipe[2];
   if (::pipe2(ready_pipe, O_CLOEXEC) != 0) throw mount_error("cannot daemonize: pipe", 1);
   fd_t told(ready_pipe[0]), tell(ready_pipe[1]);
+  // Opened before the fork: the parent must be able to let go of its /dev/fuse.
+  fd_t null(::open("/dev/null", O_RDWR | O_CLOEXEC));
+  if (!null) throw mount_error(fmt::format("cannot open /dev/null: {}", std::strerror(errno)), 1);
   std::fflush(nullptr);  // nothing buffered is written twice
   const pid_t child = ::fork();
   if (child < 0) throw mount_error(fmt::format("cannot daemonize: {}", std::strerror(errno)), 1);
   if (child > 0) {
     tell.reset();
+    // SIGINT, SIGTERM and SIGHUP end the waiting command again (libfuse's handlers would
+    // only mark a session this process does not serve).
+    if (m.impl_->signals) {
+      fuse_remove_signal_handlers(m.impl_->se.get());
+      m.impl_->signals = false;
+    }
     // This process keeps no hold on the connection: the child's watcher must find it over
     // once the child is gone (the descriptor number stays, on /dev/null, for the session).
-    if (const int null = ::open("/dev/null", O_RDWR | O_CLOEXEC); null >= 0) {
-      (void)::dup3(null, fuse_session_fd(m.impl_->se.get()), O_CLOEXEC);
-      ::close(null);
+    if (::dup3(null.get(), fuse_session_fd(m.impl_->se.get()), O_CLOEXEC) < 0) {
+      ::kill(child, SIGKILL);  // unreachable in practice; a served mount must not hang on us
     }
-    char byte = 0;
-    ssize_t n;
-    while ((n = ::read(told.get(), &byte, 1)) < 0 && errno == EINTR) {
+    bool watched = false;  // the child's auto_unmount watcher exists
+    for (;;) {
+      char byte = 0;
+      const ssize_t n = ::read(told.get(), &byte, 1);
+      if (n < 0 && errno == EINTR) continue;
+      if (n == 1 && byte == 'R') ::_exit(0);
+      if (n == 1) {
+        watched = watched || byte == 'W';
+        continue;
+      }
+      break;  // the end of the pipe: the child has ended (its write end lives until then)
     }
-    if (n == 1) ::_exit(0);
-    // The child ended before it served, and said why on our stderr. Its own teardown took
-    // its mount away, unless it was killed: then this process does - lazily, as unmount()
-    // does - and in either case not the destructor.
-    struct stat at {};
-    const bool dead_mount = ::stat(m.impl_->resolved.c_str(), &at) != 0 && errno == ENOTCONN;
-    if (dead_mount) m.unmount();
-    m.impl_->unmounted = true;
-    throw mount_error(dead_mount ? "the daemon was killed before it served: unmounted"
-                                 : "the daemon ended before it served",
+    int status = 0;
+    while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
+    }
+    // An error ending the child was said on our stderr, and its own teardown unmounted. A
+    // killed child's mount is dead: its watcher takes it away if it had one, else we do.
+    const bool killed = WIFSIGNALED(status);
+    if (killed && !watched) m.impl_->unmount_dead();
+    m.impl_->unmounted = true;  // not again by the destructor
+    throw mount_error(!killed   ? "the daemon ended before it served"
+                      : watched ? "the daemon was killed before it served (its watcher unmounts)"
+                                : "the daemon was killed before it served: unmounted",
                       1);
   }
   told.reset();
@@ -599,17 +642,17 @@ void serve_verity_mount(const fs::path& source, const fs::path& mountpoint,
   if (::setsid() < 0 || ::chdir("/") != 0) {
     throw mount_error(fmt::format("cannot daemonize: {}", std::strerror(errno)), 1);
   }
-  m.serve([tell_fd] {
-    const int null = ::open("/dev/null", O_RDWR | O_CLOEXEC);
-    if (null >= 0) {
+  m.serve([tell_fd, &null](char stage) {
+    if (stage == 'R') {
       for (int std_fd = 0; std_fd <= 2; ++std_fd)
-        (void)::dup2(null, std_fd);  // dup2 clears close-on-exec on 0-2
-      if (null > 2) ::close(null);
+        (void)::dup2(null.get(), std_fd);  // dup2 clears close-on-exec on 0-2
     }
-    const char byte = 'R';
-    while (::write(tell_fd, &byte, 1) < 0 && errno == EINTR) {
+    while (::write(tell_fd, &stage, 1) < 0 && errno == EINTR) {
     }
-    ::close(tell_fd);
+    if (stage == 'R') {
+      null.reset();
+      ::close(tell_fd);
+    }
   });
 }
 

@@ -1758,9 +1758,9 @@ TEST_F(MountAttack, ABackgroundMountReturnsOnlyOnceItsWatcherExists) {
   const fs::path log = dir_ / "strace.log";
   const auto started =
       shell2(std::string(under_strace) +
-             "strace -f -qq -e trace=clone,clone3,fork,vfork,write,exit_group -o " + log.string() +
-             " " + quiesce::test::mount_cli() + " verity mount " + src_.string() + " " +
-             mnt_.string() + " >/dev/null 2>&1 & echo $!");
+             "strace -f -qq -e trace=clone,clone3,fork,vfork,read,write,exit_group -o " +
+             log.string() + " " + quiesce::test::mount_cli() + " verity mount " + src_.string() +
+             " " + mnt_.string() + " >/dev/null 2>&1 & echo $!");
   ASSERT_EQ(started.code, 0) << started.out;
   const pid_t tracer = std::stoi(started.out);
   ASSERT_TRUE(eventually([&] { return quiesce::test::is_mount_point(mnt_); })) << "no mount";
@@ -1797,7 +1797,8 @@ TEST_F(MountAttack, ABackgroundMountReturnsOnlyOnceItsWatcherExists) {
   // A process's fork: clone() (threads come from clone3()), maybe split by strace into an
   // "<unfinished ...>" entry and a "<... clone resumed>" line that has the result.
   auto fork_entry = [](const line& l) {
-    return l.text.rfind("clone(", 0) == 0 || l.text.rfind("fork(", 0) == 0;
+    return (l.text.rfind("clone(", 0) == 0 || l.text.rfind("fork(", 0) == 0) &&
+           l.text.find("CLONE_THREAD") == std::string::npos;  // (clone3 may be missing)
   };
   auto fork_result = [](const line& l) -> pid_t {
     if (l.text.rfind("clone(", 0) != 0 && l.text.rfind("fork(", 0) != 0 &&
@@ -1811,7 +1812,7 @@ TEST_F(MountAttack, ABackgroundMountReturnsOnlyOnceItsWatcherExists) {
   pid_t daemon = -1;
   for (const line& l : ls)
     if (l.pid == command && daemon < 0) daemon = fork_result(l);
-  std::ptrdiff_t watcher_at = -1, ready_at = -1, exit_at = -1;
+  std::ptrdiff_t watcher_at = -1, ready_at = -1, heard_at = -1, exit_at = -1;
   for (std::size_t i = 0; i < ls.size(); ++i) {
     const line& l = ls[i];
     const auto at = static_cast<std::ptrdiff_t>(i);
@@ -1820,6 +1821,11 @@ TEST_F(MountAttack, ABackgroundMountReturnsOnlyOnceItsWatcherExists) {
     } else if (l.pid == daemon && l.text.rfind("write(", 0) == 0 &&
                l.text.find(", \"R\", 1") != std::string::npos && ready_at < 0) {
       ready_at = at;
+    } else if (l.pid == command &&
+               (l.text.rfind("read(", 0) == 0 || l.text.rfind("<... read resumed>", 0) == 0) &&
+               l.text.find("\"R\", 1)") != std::string::npos && l.text.ends_with("= 1") &&
+               heard_at < 0) {
+      heard_at = at;  // the command read the daemon's word
     } else if (l.pid == command && l.text.rfind("exit_group(0)", 0) == 0) {
       exit_at = at;
     }
@@ -1828,31 +1834,40 @@ TEST_F(MountAttack, ABackgroundMountReturnsOnlyOnceItsWatcherExists) {
   ASSERT_GT(daemon, 0) << "the command forked no daemon";
   ASSERT_GE(watcher_at, 0) << "the daemon forked no watcher";
   ASSERT_GE(ready_at, 0) << "the daemon never said it was ready";
+  ASSERT_GE(heard_at, 0) << "the command never read the daemon's word";
   ASSERT_GE(exit_at, 0) << "the command did not exit 0";
   EXPECT_LT(watcher_at, ready_at) << "the daemon said it was ready before its watcher existed";
-  EXPECT_LT(ready_at, exit_at) << "the command returned before its daemon was ready";
+  EXPECT_LT(ready_at, heard_at);
+  EXPECT_LT(heard_at, exit_at) << "the command returned before it heard its daemon was ready";
 }
 
 // A background daemon that ends before it serves - killed, or failing in its setup - leaves
 // no mount, and the command fails saying so (libfuse's fuse_daemonize returned 0 and left a
-// dead mount when its child was killed there). strace injects the end into the daemon's
-// first system call of its own, setsid().
+// dead mount when its child was killed there): killed before its watcher exists, the
+// command takes the dead mount away; after, the watcher does (never both: the second would
+// detach whatever lies below). strace injects the ends.
 TEST_F(MountAttack, ADaemonEndingBeforeItServesLeavesNoMountAndTheCommandFails) {
   SKIP_UNLESS_FUSE();
   if (shell2("command -v strace").code != 0) GTEST_SKIP() << "no strace";
   const std::string mount =
       quiesce::test::mount_cli() + " verity mount " + src_.string() + " " + mnt_.string() + " 2>&1";
+  // Into the daemon's setsid(), its first system call of its own (before its watcher
+  // exists), then its first sched_getaffinity() (reading the topology for its queues, after).
   for (const auto& [inject, says] :
-       {std::pair{"signal=SIGKILL", "the daemon was killed before it served: unmounted"},
-        std::pair{"error=EPERM", "cannot daemonize: Operation not permitted"}}) {
+       {std::pair{"setsid:signal=SIGKILL", "the daemon was killed before it served: unmounted"},
+        std::pair{"setsid:error=EPERM", "cannot daemonize: Operation not permitted"},
+        std::pair{"sched_getaffinity:signal=SIGKILL",
+                  "the daemon was killed before it served (its watcher unmounts)"}}) {
     SCOPED_TRACE(inject);
-    const auto r = shell2(std::string(under_strace) +
-                          "strace -f -qq -o /dev/null -e trace=setsid -e inject=setsid:" + inject +
-                          " " + mount);
+    const std::string call(inject, std::string_view(inject).find(':'));
+    const auto r =
+        shell2(std::string(under_strace) + "strace -f -qq -o /dev/null -e trace=" + call +
+               " -e inject=" + inject + " " + mount);
     EXPECT_EQ(r.code, 1) << r.out;
     EXPECT_NE(r.out.find(says), std::string::npos) << r.out;
     EXPECT_EQ(r.out.find("failed to unmount"), std::string::npos) << r.out;
-    EXPECT_FALSE(quiesce::test::is_mount_point(mnt_)) << "a mount outlived its daemon";
+    EXPECT_TRUE(eventually([&] { return !quiesce::test::is_mount_point(mnt_); }))
+        << "a mount outlived its daemon";
     if (quiesce::test::is_mount_point(mnt_)) shell2("umount -l " + mnt_.string());
   }
 }

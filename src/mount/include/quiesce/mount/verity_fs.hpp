@@ -129,9 +129,10 @@ class verity_mount {
   ~verity_mount();
   verity_mount(const verity_mount&) = delete;
   verity_mount& operator=(const verity_mount&) = delete;
-  // `ready` (if set) is called once, in this process, when serving is set up - the
-  // auto_unmount watcher started (if asked for), the queues up - just before the loop.
-  void serve(const std::function<void()>& ready = {});
+  // `progress` (if set) is called in this process as serving is set up: with 'W' once the
+  // auto_unmount watcher exists (never when it is off or could not start), then with 'R'
+  // once the queues are up, just before the loop.
+  void serve(const std::function<void(char)>& progress = {});
   // Ends serve(): a lazy unmount (the connection ends once the last open file closes).
   void unmount();
   // The verification queue (its stats: queue->start, the workers' run delay).
@@ -160,9 +161,10 @@ bool record_verity_on_inode(const std::filesystem::path& file,
 // once the mount is in place. Unless o.foreground, the process then daemonizes (as sshfs
 // does): a child, in a session of its own, sets up serving - its auto_unmount watcher first
 // - and only then puts its standard streams on /dev/null and tells the caller's process,
-// which exits 0 (so a daemon killed at any time after the command returned leaves no mount);
-// a child that ends before that (its error on the caller's stderr) leaves the caller's
-// process to unmount and throw mount_error. Throws mount_error.
+// which exits 0 (so, with auto_unmount on and its watcher started, a daemon killed at any
+// time after the command returned leaves no mount). For a child that ends before that (an
+// error is on the caller's stderr) the caller's process throws mount_error, after taking
+// away the dead mount of a child killed before its watcher existed. Throws mount_error.
 void serve_verity_mount(const std::filesystem::path& source,
                         const std::filesystem::path& mountpoint, const verity_mount_options& o,
                         const std::function<void()>& mounted = {});
