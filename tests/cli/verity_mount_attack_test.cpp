@@ -1852,11 +1852,13 @@ TEST_F(MountAttack, ADaemonEndingBeforeItServesLeavesNoMountAndTheCommandFails) 
   const std::string mount =
       quiesce::test::mount_cli() + " verity mount " + src_.string() + " " + mnt_.string() + " 2>&1";
   // Into the daemon's setsid(), its first system call of its own (before its watcher
-  // exists), then its first sched_getaffinity() (reading the topology for its queues, after).
+  // exists), then its first dup2() (/dev/null onto its standard streams just before its last
+  // word: after the watcher; no other process of the command, sanitizer runtimes included,
+  // calls dup2).
   for (const auto& [inject, says] :
        {std::pair{"setsid:signal=SIGKILL", "the daemon was killed before it served: unmounted"},
         std::pair{"setsid:error=EPERM", "cannot daemonize: Operation not permitted"},
-        std::pair{"sched_getaffinity:signal=SIGKILL",
+        std::pair{"dup2:signal=SIGKILL",
                   "the daemon was killed before it served (its watcher unmounts)"}}) {
     SCOPED_TRACE(inject);
     const std::string call(inject, std::string_view(inject).find(':'));
