@@ -607,8 +607,10 @@ void serve_verity_mount(const fs::path& source, const fs::path& mountpoint,
     }
     // This process keeps no hold on the connection: the child's watcher must find it over
     // once the child is gone (the descriptor number stays, on /dev/null, for the session).
+    // (dup3 of two open descriptors cannot fail; if it did, this process would keep the
+    // connection alive past the child, so the child is ended and its mount taken away below.)
     if (::dup3(null.get(), fuse_session_fd(m.impl_->se.get()), O_CLOEXEC) < 0) {
-      ::kill(child, SIGKILL);  // unreachable in practice; a served mount must not hang on us
+      ::kill(child, SIGKILL);
     }
     bool watched = false;  // the child's auto_unmount watcher exists
     for (;;) {
