@@ -39,6 +39,16 @@ class watchdog_registration {
 void watchdog_hold() noexcept;
 void watchdog_release() noexcept;
 
+// The watchdog thread's sleeps while nothing is held (it falls asleep after a second of
+// that) and the wake-ups holds sent it: at most one per sleep, whatever rises and falls in
+// between. For the tests.
+struct watchdog_sleep_stats {
+  std::uint64_t sleeps = 0;   // sleeps begun, ever
+  std::uint64_t wakeups = 0;  // futex wake-ups sent by watchdog_hold(), ever
+  bool asleep = false;        // asleep now (until a hold takes the sleep)
+};
+watchdog_sleep_stats get_watchdog_sleep_stats() noexcept;
+
 // The counters of watchdog_counters, one per report kind (the same order).
 enum class watchdog_counter {
   wq_lockups,

@@ -16,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "../base/futex.hpp"
 #include "../base/mutant.hpp"
 #include "../base/mutex.hpp"
 #include "../base/never_destroyed.hpp"
@@ -35,6 +36,10 @@ using detail::watchdog_check;
 namespace mutant {
 // set_config does not cut the sleep between ticks short (a new tick waits for the old one)
 inline constexpr bool config_waits_tick = QUIESCE_MUTANT(WATCHDOG_CONFIG_WAITS_TICK);
+// a hold wakes a sleeping watchdog every time the holds rise from zero, and the watchdog
+// leaves its sleep only if it still finds something held (as it did until 2026-12: a trickle
+// of short items then paid a futex wake-up, and a switch to the watchdog, each)
+inline constexpr bool wakes_every_hold = QUIESCE_MUTANT(WATCHDOG_WAKES_EVERY_HOLD);
 }  // namespace mutant
 
 class watchdog;
@@ -101,13 +106,27 @@ class watchdog {
     return config_;
   }
 
+  // The first hold after the thread went to sleep wakes it, once: it takes the sleep
+  // (sleeping_ 1 -> 0), so the holds after it - a trickle of short items rises from zero at
+  // each - find the thread awake (or waking) and pay no system call. Dekker with the sleep in
+  // run(): the holder's add before its read of sleeping_, the thread's store of sleeping_
+  // before its read of holds_ (all seq_cst), so one of them sees the other.
   void hold() noexcept {
-    if (holds_.fetch_add(1, std::memory_order_seq_cst) == 0 &&
-        sleeping_.load(std::memory_order_seq_cst)) {
-      holds_.notify_one();
+    if (holds_.fetch_add(1, std::memory_order_seq_cst) != 0) return;
+    if (sleeping_.load(std::memory_order_seq_cst) == 0) return;
+    if (mutant::wakes_every_hold || sleeping_.exchange(0, std::memory_order_seq_cst) != 0) {
+      wakeups_.fetch_add(1, std::memory_order_relaxed);
+      detail::futex_wake_one(sleeping_);
     }
   }
   void release() noexcept { holds_.fetch_sub(1, std::memory_order_release); }
+
+  // For the tests (plugin.hpp): the sleeps the thread began, the wake-ups holds sent.
+  detail::watchdog_sleep_stats sleep_stats() const noexcept {
+    return {.sleeps = sleeps_.load(std::memory_order_relaxed),
+            .wakeups = wakeups_.load(std::memory_order_relaxed),
+            .asleep = sleeping_.load(std::memory_order_seq_cst) != 0};
+  }
 
   // A (relaxed): the reports of each kind, indexed by detail::watchdog_counter.
   std::atomic<std::uint64_t> counters[static_cast<std::size_t>(detail::watchdog_counter::count_)] =
@@ -153,10 +172,16 @@ class watchdog {
       if (holds_.load(std::memory_order_acquire) != 0) idle_since = now;
       if (now - idle_since > 1'000'000'000u) {
         // Nothing in flight for a second: sleep until something is.
+        // (The futex, not std::atomic::wait: see base/futex.hpp.) It ends when a hold takes
+        // the sleep, whether or not the hold has been released since.
         guard.unlock();
-        sleeping_.store(true, std::memory_order_seq_cst);
-        if (holds_.load(std::memory_order_seq_cst) == 0) holds_.wait(0, std::memory_order_seq_cst);
-        sleeping_.store(false, std::memory_order_seq_cst);
+        sleeps_.fetch_add(1, std::memory_order_relaxed);
+        sleeping_.store(1, std::memory_order_seq_cst);
+        while (holds_.load(std::memory_order_seq_cst) == 0 &&
+               (mutant::wakes_every_hold || sleeping_.load(std::memory_order_seq_cst) != 0)) {
+          detail::futex_wait(sleeping_, 1);
+        }
+        sleeping_.store(0, std::memory_order_seq_cst);
         guard.lock();
         idle_since = now_ns();
         continue;
@@ -182,7 +207,10 @@ class watchdog {
   std::uint64_t config_gen_ QUIESCE_GUARDED_BY(lock_) = 0;  // set_config calls, ever
   named_thread thread_ QUIESCE_GUARDED_BY(lock_);           // started once
   std::atomic<std::int64_t> holds_{0};  // A: things in flight; seq_cst with sleeping_
-  std::atomic<bool> sleeping_{false};   // A: the thread waits on holds_
+  // A: 1 while the thread sleeps (a futex word); the hold that wakes it sets 0.
+  std::atomic<std::uint32_t> sleeping_{0};
+  std::atomic<std::uint64_t> sleeps_{0};   // A (relaxed): sleeps begun, for the tests
+  std::atomic<std::uint64_t> wakeups_{0};  // A (relaxed): wake-ups sent by holds
 };
 
 // Never destroyed: runtime threads report through it until the process ends; its thread
@@ -268,6 +296,9 @@ void watchdog_hold() noexcept {
 }
 void watchdog_release() noexcept {
   the_watchdog().release();
+}
+watchdog_sleep_stats get_watchdog_sleep_stats() noexcept {
+  return the_watchdog().sleep_stats();
 }
 
 }  // namespace detail

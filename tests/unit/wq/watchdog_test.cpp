@@ -97,6 +97,29 @@ TEST(Watchdog, ANewConfigurationTakesEffectAtOnce) {
   EXPECT_TRUE(seen) << "a new configuration waited for the old tick's sleep to end";
 }
 
+// A watchdog asleep (nothing held for a second) is woken by the first hold after it, once:
+// the holds after that one - a trickle of short items, each rising from zero and released
+// long before the watchdog runs - send no wake-up, and the watchdog leaves its sleep although
+// it finds nothing held when it runs. Before, every such hold woke it, and it slept on (each
+// item paid a futex wake-up and a switch to the watchdog; kills watchdog_wakes_every_hold).
+TEST(Watchdog, ATrickleOfShortHoldsWakesASleepingWatchdogOnce) {
+  ASSERT_TRUE(eventually([] { return detail::get_watchdog_sleep_stats().asleep; }, 60s))
+      << "the watchdog never fell asleep (something stays held)";
+  const detail::watchdog_sleep_stats before = detail::get_watchdog_sleep_stats();
+  constexpr int holds = 200;
+  for (int i = 0; i < holds; ++i) {
+    detail::watchdog_hold();
+    detail::watchdog_release();
+  }
+  // It wakes although every hold ended before it could run.
+  EXPECT_TRUE(eventually([] { return !detail::get_watchdog_sleep_stats().asleep; }, 60s));
+  const detail::watchdog_sleep_stats after = detail::get_watchdog_sleep_stats();
+  // One wake-up per sleep at most: the one it was in, and any it began since.
+  EXPECT_GE(after.wakeups - before.wakeups, 1u);
+  EXPECT_LE(after.wakeups - before.wakeups, after.sleeps - before.sleeps + 1)
+      << "holds woke the watchdog more than once per sleep";
+}
+
 // An item may destroy itself from its own function (the kernel lets a work function free
 // its work_struct) and go on running without touching it: the watchdog that marks it a CPU
 // hog then reports the name it ran under, never reading the freed item (ASan: a
