@@ -294,6 +294,15 @@ TEST(PostMemory, ABurstsMemoryGoesBackByItself) {
   EXPECT_GE(get_posted_memory().free_nodes, 2048u) << "the trimmer kept fewer nodes than it says";
 }
 
+// Plugs an ordered queue: posts an item that holds it until `release` opens, and waits for
+// that item to start. False if the post was refused or the item never started.
+bool plug(workqueue& q, gate& started, gate& release) {
+  return q.post([&started, &release] {
+    started.open();
+    (void)release.wait();
+  }) && started.wait();
+}
+
 // Guards against a trim freeing a slab that still holds a node in flight: posts alternate
 // between a plugged queue (its nodes stay in flight) and a free-running one (its nodes go
 // back to the lists), so most slabs hold both, and a burst on a third queue leaves slabs that
@@ -308,12 +317,7 @@ void trim_keeps_nodes_in_flight() {
   gate started, release;
   std::vector<std::atomic<int>> hits(n);
   std::atomic<int> wrong{0};
-  if (!plugged.post([&] {
-        started.open();
-        (void)release.wait();
-      }) ||
-      !started.wait())
-    std::_Exit(2);
+  if (!plug(plugged, started, release)) std::_Exit(2);
   std::atomic<int> ran{0};
   for (int i = 0; i < n; ++i) {
     plugged.post([&hits, &wrong, i, check = magic ^ static_cast<std::uint64_t>(i)] {
@@ -331,12 +335,7 @@ void trim_keeps_nodes_in_flight() {
   {
     workqueue held("post-held", wq_options{.ordered = true});
     gate held_started, held_release;
-    if (!held.post([&] {
-          held_started.open();
-          (void)held_release.wait();
-        }) ||
-        !held_started.wait())
-      std::_Exit(2);
+    if (!plug(held, held_started, held_release)) std::_Exit(2);
     for (int i = 0; i < 2 * n; ++i)
       held.post([] {});
     held_release.open();
