@@ -3,7 +3,10 @@
 
 namespace quiesce::detail {
 
-std::atomic<std::uint32_t> completion_seq{0};
-std::atomic<int> completion_waiters{0};
+completion_channel completion_channels[completion_channel_count];
+
+completion_channel& completion_channel_for(const void* key) noexcept {
+  return channel_of(key);
+}
 
 }  // namespace quiesce::detail

@@ -16,7 +16,7 @@ namespace detail {
 
 void end_instance(wq_impl& wq) noexcept {
   wq.instances.ended();  // last touch of wq
-  notify_completion();
+  notify_completion(&wq);
 }
 
 namespace {
@@ -66,7 +66,7 @@ void end_queued_instance_locked(pwq& q, int color, bool active, detail::unique_l
 void release_pending(work& item) noexcept {
   state_of(item).pending_id.store(0, std::memory_order_seq_cst);
   state_of(item).flags.fetch_and(~work_pending, std::memory_order_seq_cst);
-  notify_completion();
+  notify_completion(&item);
 }
 
 bool grab_pending(work& item, bool count_cancel) {
@@ -143,7 +143,7 @@ bool work::flush() {
     return r == 0 || r > target;
   };
   if (target == 0 || done()) return was_armed;
-  detail::wait_for_completion(done);
+  detail::wait_for_completion(this, done);
   return true;
 }
 
@@ -168,9 +168,9 @@ bool work::cancel_sync() {
   const bool was_pending = detail::grab_pending(*this, /*count_cancel=*/true);
   detail::release_pending(*this);
   detail::wait_for_completion(
-      [&] { return state_.running_id.load(std::memory_order_seq_cst) == 0; });
+      this, [&] { return state_.running_id.load(std::memory_order_seq_cst) == 0; });
   if (disable) state_.flags.fetch_sub(detail::work_disable_one, std::memory_order_seq_cst);
-  detail::notify_completion();
+  detail::notify_completion(this);
   return was_pending;
 }
 
@@ -192,7 +192,7 @@ void workqueue::flush() {
     q->color.store(old ^ 1, std::memory_order_seq_cst);
   }
   impl_->flushes.fetch_add(1, std::memory_order_seq_cst);
-  detail::wait_for_completion([&] {
+  detail::wait_for_completion(impl_, [&] {
     for (std::size_t i = 0; i < impl_->pwqs.size(); ++i) {
       if (impl_->pwqs[i]->any_in_flight(flushing[i])) return false;
     }
@@ -225,7 +225,7 @@ void workqueue::drain() {
     if (!wq.in_flight()) {
       // Only delayed (or in-transit) instances remain: wait until one ends (landing on a
       // list does not wake us; the end of the instance does, and we flush again).
-      detail::wait_for_completion([&] { return empty() || wq.in_flight(); });
+      detail::wait_for_completion(&wq, [&] { return empty() || wq.in_flight(); });
       continue;
     }
     ++tries;  // chained queueing kept the queue busy through a whole flush

@@ -77,6 +77,9 @@ namespace quiesce::detail {
 // Each mutant removes one guarantee; the test suite must fail on every one of them. Only
 // the mutant builds define these macros.
 namespace mutant {
+// every wait and notification of completion.hpp meets on one channel (every item's end
+// wakes every flusher, and is a system call while anyone flushes anything)
+inline constexpr bool one_completion_channel = QUIESCE_MUTANT(ONE_COMPLETION_CHANNEL);
 // work::flush waits only for a running instance
 inline constexpr bool flush_ignores_pending = QUIESCE_MUTANT(FLUSH_IGNORES_PENDING);
 // a running item's new instance may go elsewhere

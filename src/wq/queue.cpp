@@ -74,7 +74,7 @@ int count_in_flush_color(pwq& q) {
     // A flush flipped the color meanwhile: uncount (waking a flusher that waits for this
     // color to drain) and count again in the new one.
     q.end_in_flight(color);
-    notify_completion();
+    notify_completion(q.wq);
   }
 }
 

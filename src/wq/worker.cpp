@@ -337,6 +337,7 @@ void process_one_work(pool& p, worker& w, work& item, unique_lock& lk) QUIESCE_R
     state_of(item).current_worker = nullptr;
     // Last touch of the item: after this a flusher may return and the owner destroy it.
     state_of(item).running_id.store(0, std::memory_order_seq_cst);
+    notify_completion(&item);  // its address only
   }
   end_queued_instance_locked(q, color, active, lk);
 }
