@@ -46,6 +46,9 @@ namespace quiesce::detail {
 namespace mutant {
 // rcu_barrier queues its marker but does not wait
 inline constexpr bool rcu_barrier_no_wait = QUIESCE_MUTANT(RCU_BARRIER_NO_WAIT);
+// every callback queued while the callback thread is still marked asleep wakes it (a
+// system call each until it runs, as until 2026-12)
+inline constexpr bool rcu_wakes_every_enqueue = QUIESCE_MUTANT(RCU_WAKES_EVERY_ENQUEUE);
 // a fork child keeps the parent's other readers
 inline constexpr bool rcu_child_keeps_readers = QUIESCE_MUTANT(RCU_CHILD_KEEPS_READERS);
 // registering copies the name to the heap
@@ -144,10 +147,13 @@ struct rcu_callbacks {
   alignas(cache_line) std::atomic<rcu_head*> head{nullptr};  // A: a Treiber stack (newest first)
   std::atomic<std::uint64_t> queued{0};                      // A
   std::atomic<std::uint32_t> wake{0};                        // A: bumped to wake the thread
+  std::atomic<std::uint64_t> wakeups{0};  // A (relaxed): wake-ups sent, for the tests
 
   // Read by every queueing thread; written once per sleep, batch or start.
-  alignas(cache_line) std::atomic<bool> sleeping{false};  // A: seq_cst with head (Dekker)
-  std::atomic<bool> started{false};  // A: the thread runs (never joined; see rcu.hpp)
+  // A: seq_cst with head (Dekker); the queuer that wakes the thread clears it (takes the sleep)
+  alignas(cache_line) std::atomic<bool> sleeping{false};
+  std::atomic<std::uint64_t> sleeps{0};  // A (relaxed): sleeps begun, for the tests
+  std::atomic<bool> started{false};      // A: the thread runs (never joined; see rcu.hpp)
   // A flood (rcu.hpp, set_rcu_callback_limit): callbacks that have run to completion;
   // threads waiting for the backlog to drain, and the word they sleep on, bumped (and
   // woken) after each batch while any waits. Dekker between a waiter (waiters, then
