@@ -179,6 +179,16 @@ pid_t thread_named(const std::string& name) {
 // burst's CPU, which the burst never gives up), so the whole burst falls in that window
 // (kills rcu_wakes_every_enqueue).
 TEST(Rcu, ABurstOfCallbacksWakesASleepingCallbackThreadOnce) {
+  // A thread may leave SCHED_IDLE only where its nice value is allowed (RLIMIT_NICE, or
+  // CAP_SYS_NICE): tried on a thread of our own first, so the callback thread is never left
+  // idle-class for the tests after this one.
+  bool may_restore = false;
+  std::thread([&may_restore] {
+    const sched_param none{};
+    may_restore = ::sched_setscheduler(0, SCHED_IDLE, &none) == 0 &&
+                  ::sched_setscheduler(0, SCHED_OTHER, &none) == 0;
+  }).join();
+  if (!may_restore) GTEST_SKIP() << "a thread cannot leave SCHED_IDLE here (RLIMIT_NICE)";
   detail::rcu_callbacks& cb = detail::state_of(rcu_default_domain()).callbacks;
   rcu_barrier();
   const pid_t thread = thread_named("rcu_cb");
