@@ -458,8 +458,9 @@ rcu_stats rcu_domain_stats(rcu_domain& domain) {
   s.domain = st.name;
   s.gp_started = st.gp_started.load(std::memory_order_seq_cst);
   s.gp_completed = st.gp_completed.load(std::memory_order_seq_cst);
-  s.synchronize_calls = st.sync_calls.load(std::memory_order_relaxed);
-  s.synchronize_shared = st.sync_shared.load(std::memory_order_relaxed);
+  const std::uint64_t served = st.sync_served.load(std::memory_order_relaxed);
+  s.synchronize_calls = st.sync_calls.load(std::memory_order_relaxed) + served;
+  s.synchronize_shared = st.sync_shared.load(std::memory_order_relaxed) + served;
   s.callbacks_queued = st.callbacks.queued.load(std::memory_order_relaxed);
   s.callbacks_invoked = st.callbacks.invoked.load(std::memory_order_relaxed);
   s.callback_batches = st.callbacks.batches.load(std::memory_order_relaxed);

@@ -61,7 +61,7 @@ void unlock_all(rcu_state& st) noexcept
   st.stats_lock.unlock();
   st.waiters_lock.unlock();
   st.registry_lock.unlock();
-  st.gp_mutex.unlock();
+  release_gp_mutex(st);  // callers of synchronize may sleep until it is free
 }
 
 // The three handlers hand the locks from the prepare handler to the parent's and child's

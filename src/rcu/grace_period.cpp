@@ -168,7 +168,7 @@ std::uint64_t first_grace_period_from_now(const rcu_state& st) noexcept {
   return want;
 }
 
-void lock_or_die(mutex& m, const char* what) noexcept QUIESCE_ACQUIRE(m) {
+[[maybe_unused]] void lock_or_die(mutex& m, const char* what) noexcept QUIESCE_ACQUIRE(m) {
   try {
     m.lock();
   } catch (const std::system_error& e) {
@@ -182,22 +182,61 @@ std::uint64_t rcu_first_grace_period_from_now(const rcu_state& st) noexcept {
   return first_grace_period_from_now(st);
 }
 
+void release_gp_mutex(rcu_state& st) noexcept {
+  st.gp_mutex.unlock();
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (st.gp_sleepers.load(std::memory_order_seq_cst) != 0) {
+    st.gp_released.fetch_add(1, std::memory_order_seq_cst);
+    futex_wake_all(st.gp_released);
+  }
+}
+
+// Takes gp_mutex (false), or returns true, without it, once grace period `want` has ended:
+// a caller that finds another's grace period in progress sleeps until gp_mutex is released,
+// and returns at once if the grace period it needs has ended by then (another caller ran
+// it), so callers that keep taking the mutex back cannot hold it up (the kernel's and
+// liburcu's synchronize_rcu share grace periods the same way). (The analysis cannot follow
+// the loop's try_lock; the caller's assert_held checks the false return.)
+bool lock_unless_ended(rcu_state& st, std::uint64_t want,
+                       blocking_waiter& me) noexcept QUIESCE_NO_THREAD_SAFETY_ANALYSIS {
+  while (!st.gp_mutex.try_lock()) {
+    me.list();  // another caller's grace period is in progress: we block on it
+    if constexpr (mutant::rcu_sync_waits_for_mutex) {
+      lock_or_die(st.gp_mutex, "the grace-period mutex");
+      return false;
+    }
+    st.gp_sleepers.fetch_add(1, std::memory_order_seq_cst);
+    const std::uint32_t seen = st.gp_released.load(std::memory_order_seq_cst);
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    const bool ended = st.gp_completed.load(std::memory_order_seq_cst) >= want;
+    const bool taken = !ended && st.gp_mutex.try_lock();
+    if (!ended && !taken) futex_wait(st.gp_released, seen);
+    st.gp_sleepers.fetch_sub(1, std::memory_order_seq_cst);
+    if (ended) return true;
+    if (taken) return false;
+  }
+  return false;
+}
+
+// Any grace period that starts after the call will do: one another caller runs, or the next
+// one, which this caller runs.
 void synchronize(rcu_state& st) noexcept {
   const std::uint64_t want = first_grace_period_from_now(st);  // any that starts from now
   rcu_voluntary_block blocking;  // a Tasks quiescent state while we block
   offline_for_wait offline(st);
-  blocking_waiter me(st);  // destroyed after the lock is released (the watchdog released)
-  if (!st.gp_mutex.try_lock()) {
-    me.list();  // another caller's grace period is in progress: we block on it
-    lock_or_die(st.gp_mutex, "the grace-period mutex");
+  blocking_waiter me(st);  // destroyed after the mutex is released (the watchdog released)
+  if (lock_unless_ended(st, want, me)) {
+    st.sync_served.fetch_add(1, std::memory_order_relaxed);
+    return;
   }
-  lock_guard guard(st.gp_mutex, std::adopt_lock);
+  st.gp_mutex.assert_held();
   count_locked(st.sync_calls);
   if (st.gp_completed.load(std::memory_order_seq_cst) >= want) {
     count_locked(st.sync_shared);
-    return;
+  } else {
+    run_grace_period(st, st.gp_completed.load(std::memory_order_relaxed) + 1, me);
   }
-  run_grace_period(st, st.gp_completed.load(std::memory_order_relaxed) + 1, me);
+  release_gp_mutex(st);
 }
 
 }  // namespace quiesce::detail

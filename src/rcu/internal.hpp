@@ -46,6 +46,10 @@ namespace quiesce::detail {
 namespace mutant {
 // rcu_barrier queues its marker but does not wait
 inline constexpr bool rcu_barrier_no_wait = QUIESCE_MUTANT(RCU_BARRIER_NO_WAIT);
+// a caller of synchronize whose grace period another caller runs waits for gp_mutex before
+// it returns (as until 2026-12: a caller could wait for as long as others kept taking the
+// mutex back - 10 ms with two callers here)
+inline constexpr bool rcu_sync_waits_for_mutex = QUIESCE_MUTANT(RCU_SYNC_WAITS_FOR_MUTEX);
 // every callback queued while the callback thread is still marked asleep wakes it (a
 // system call each until it runs, as until 2026-12)
 inline constexpr bool rcu_wakes_every_enqueue = QUIESCE_MUTANT(RCU_WAKES_EVERY_ENQUEUE);
@@ -197,6 +201,13 @@ struct rcu_state {
   mutex gp_mutex{"rcu gp_mutex"};              // one grace period at a time
   std::atomic<std::uint64_t> gp_started{0};    // A: written under gp_mutex
   std::atomic<std::uint64_t> gp_completed{0};  // A: written under gp_mutex
+  // A (seq_cst): callers of synchronize that sleep until the grace period they need has
+  // ended or gp_mutex is free, and the word they sleep on, bumped (and woken) at every
+  // release of gp_mutex while any sleeps (release_gp_mutex). Dekker: a sleeper counts
+  // itself, reads the word, then (a fence) reads gp_completed and tries the mutex; a releaser
+  // unlocks, then (a fence) reads the count.
+  std::atomic<std::uint32_t> gp_sleepers{0};
+  std::atomic<std::uint32_t> gp_released{0};
   // A: when the grace period in progress first found a holdout (its timed start); 0 until
   // then, and for one that finds none
   std::atomic<std::uint64_t> gp_start_ns{0};
@@ -208,8 +219,9 @@ struct rcu_state {
   // found no holdout, not timed - 0 ns in rcu_stats' histogram
   std::atomic<std::uint64_t> gp_untimed{0};
   // A: sync_calls and sync_shared are written under gp_mutex only (a load and a store),
-  // read without it
-  std::atomic<std::uint64_t> sync_calls{0}, sync_shared{0}, misuse{0};
+  // read without it; sync_served counts the calls another caller's grace period served
+  // while they slept for the mutex, which return without it (relaxed adds)
+  std::atomic<std::uint64_t> sync_calls{0}, sync_shared{0}, sync_served{0}, misuse{0};
   std::atomic<std::uint64_t> stall_infos{0}, stalls{0}, hung{0};  // A
 
   mutex waiters_lock{"rcu waiters_lock"};
@@ -226,6 +238,10 @@ struct rcu_state {
 // watchdog awake for the stall detector while its grace period blocks. A wait that ends
 // without blocking pays for neither (no lock, no clock read, no wake-up of the watchdog
 // thread); both are undone when the scope ends. Touched by its own thread only.
+// Releases gp_mutex and wakes the callers of synchronize sleeping for it (rcu_state::
+// gp_sleepers): every release of gp_mutex goes through here.
+void release_gp_mutex(rcu_state& st) noexcept QUIESCE_RELEASE(st.gp_mutex);
+
 class blocking_waiter {
  public:
   explicit blocking_waiter(rcu_state& st) noexcept : st_(st) {}

@@ -220,6 +220,77 @@ TEST(Rcu, ABurstOfCallbacksWakesASleepingCallbackThreadOnce) {
   EXPECT_LE(sent, slept + 1) << "callbacks woke the thread more than once per sleep";
 }
 
+// A reader of the default domain in its own thread: in its section from in() until
+// release.
+class held_reader {
+ public:
+  held_reader()
+      : thread_([this] {
+          std::scoped_lock section(rcu_default_domain());
+          in_.open();
+          (void)release_.wait();
+        }) {
+    (void)in_.wait();
+  }
+  void release() {
+    release_.open();
+    thread_.join();
+  }
+  ~held_reader() {
+    if (thread_.joinable()) release();
+  }
+
+ private:
+  test::gate in_, release_;
+  std::thread thread_;
+};
+
+// A caller of rcu_synchronize whose grace period another caller runs returns when it ends,
+// even if that caller takes the grace-period mutex straight back for another one. B needs
+// grace period n+1 (it calls during n); A runs n, n+1 and n+2 back to back, n and n+1 held up
+// by readers, and n+2 by a reader that stays in its section; B shares A's CPU at SCHED_IDLE,
+// so it runs only while A sleeps - inside n+2, holding the mutex. Before, B waited for the
+// mutex, here for ever (10 ms with two callers in loops; kills rcu_sync_waits_for_mutex).
+TEST(Rcu, ASynchronizeServedByAnothersGracePeriodDoesNotWaitForTheMutex) {
+  rcu_domain& d = rcu_default_domain();
+  rcu_barrier();
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(::sched_getcpu(), &one);
+  auto started = [&d] { return rcu_domain_stats(d).gp_started; };
+  auto waiting = [&d] { return rcu_domain_stats(d).waiting_threads; };
+  const std::uint64_t n = started() + 1;
+  held_reader r1;
+  std::thread a([&one] {
+    (void)::sched_setaffinity(0, sizeof(one), &one);
+    rcu_synchronize();  // n, until r1 leaves
+    rcu_synchronize();  // n + 1, until r1b leaves
+    rcu_synchronize();  // n + 2, until r2 leaves
+  });
+  ASSERT_TRUE(test::eventually([&] { return started() == n && waiting() >= 1; }));
+  held_reader r1b;  // in after n began: holds up n + 1
+  std::atomic<bool> b_returned{false};
+  std::thread b([&one, &b_returned] {
+    const sched_param none{};
+    (void)::sched_setaffinity(0, sizeof(one), &one);
+    (void)::sched_setscheduler(0, SCHED_IDLE, &none);
+    rcu_synchronize();  // needs n + 1
+    b_returned = true;
+  });
+  ASSERT_TRUE(test::eventually([&] { return waiting() >= 2; })) << "B never waited";
+  r1.release();
+  ASSERT_TRUE(test::eventually([&] { return started() == n + 1; }));
+  held_reader r2;  // in after n + 1 began: holds up n + 2
+  r1b.release();
+  ASSERT_TRUE(test::eventually([&] { return started() == n + 2; }));
+  EXPECT_TRUE(test::eventually([&] { return b_returned.load(); }, 10s))
+      << "a synchronize whose grace period had ended waited for the mutex";
+  EXPECT_FALSE(rcu_domain_stats(d).gp_completed >= n + 2) << "n + 2 ended with r2 inside";
+  r2.release();
+  a.join();
+  b.join();
+}
+
 TEST(Rcu, RetireNeverFreesWhileAReaderHoldsTheObject) {
   scoped_watchdog_config cfg(fast_stalls());
   log_capture capture;
