@@ -5,8 +5,6 @@
 
 #include <sched.h>
 #include <atomic>
-#include <filesystem>
-#include <fstream>
 #include <memory>
 #include <mutex>
 #include <new>
@@ -19,6 +17,7 @@
 #include "quiesce/thread.hpp"
 #include "quiesce/watchdog.hpp"
 #include "quiesce/workqueue.hpp"
+#include "sched_idle.hpp"
 #include "wait.hpp"
 
 namespace quiesce {
@@ -162,16 +161,6 @@ TEST(Rcu, BarrierWaitsForEveryEarlierCallback) {
   EXPECT_THROW(rcu_call(rcu_default_domain(), nullptr), std::invalid_argument);
 }
 
-// The thread of this process named `name` (its comm), or 0.
-pid_t thread_named(const std::string& name) {
-  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
-    std::ifstream comm(task.path() / "comm");
-    std::string line;
-    if (std::getline(comm, line) && line == name) return std::stoi(task.path().filename());
-  }
-  return 0;
-}
-
 // The callback thread, asleep, is woken by the first callback queued after it fell asleep,
 // once: it takes the sleep, so the callbacks queued before the thread runs pay no system
 // call. Before, each of them woke it again (a burst of 2,000 after a quiet spell made ~530
@@ -179,41 +168,25 @@ pid_t thread_named(const std::string& name) {
 // burst's CPU, which the burst never gives up), so the whole burst falls in that window
 // (kills rcu_wakes_every_enqueue).
 TEST(Rcu, ABurstOfCallbacksWakesASleepingCallbackThreadOnce) {
-  // A thread may leave SCHED_IDLE only where its nice value is allowed (RLIMIT_NICE, or
-  // CAP_SYS_NICE): tried on a thread of our own first, so the callback thread is never left
-  // idle-class for the tests after this one.
-  bool may_restore = false;
-  std::thread([&may_restore] {
-    const sched_param none{};
-    may_restore = ::sched_setscheduler(0, SCHED_IDLE, &none) == 0 &&
-                  ::sched_setscheduler(0, SCHED_OTHER, &none) == 0;
-  }).join();
-  if (!may_restore) GTEST_SKIP() << "a thread cannot leave SCHED_IDLE here (RLIMIT_NICE)";
+  if (!test::may_leave_sched_idle()) GTEST_SKIP() << "a thread cannot leave SCHED_IDLE here";
   detail::rcu_callbacks& cb = detail::state_of(rcu_default_domain()).callbacks;
   rcu_barrier();
-  const pid_t thread = thread_named("rcu_cb");
+  const pid_t thread = test::thread_named("rcu_cb");
   ASSERT_NE(thread, 0) << "no callback thread";
   ASSERT_TRUE(test::eventually([&cb] { return cb.sleeping.load(); }))
       << "the callback thread never went to sleep";
-  cpu_set_t all, here;
-  ASSERT_EQ(::sched_getaffinity(0, sizeof(all), &all), 0);
-  CPU_ZERO(&here);
-  CPU_SET(::sched_getcpu(), &here);
-  ASSERT_EQ(::sched_setaffinity(0, sizeof(here), &here), 0);
-  const sched_param none{};
-  ASSERT_EQ(::sched_setscheduler(thread, SCHED_IDLE, &none), 0);
-  ASSERT_EQ(::sched_setaffinity(thread, sizeof(here), &here), 0);
-  const std::uint64_t wakeups = cb.wakeups.load();
-  const std::uint64_t sleeps = cb.sleeps.load();
+  std::uint64_t sent = 0, slept = 0;
   std::atomic<int> ran{0};
-  for (int i = 0; i < 2000; ++i)
-    rcu_call(rcu_default_domain(), [&ran] { ran.fetch_add(1, std::memory_order_relaxed); });
-  const std::uint64_t sent = cb.wakeups.load() - wakeups;
-  rcu_barrier();  // (this thread sleeps: the callback thread gets the CPU)
-  const std::uint64_t slept = cb.sleeps.load() - sleeps;
-  EXPECT_EQ(::sched_setscheduler(thread, SCHED_OTHER, &none), 0);
-  EXPECT_EQ(::sched_setaffinity(thread, sizeof(all), &all), 0);
-  EXPECT_EQ(::sched_setaffinity(0, sizeof(all), &all), 0);
+  {
+    test::hold_off_cpu held(thread);
+    const std::uint64_t wakeups = cb.wakeups.load();
+    const std::uint64_t sleeps = cb.sleeps.load();
+    for (int i = 0; i < 2000; ++i)
+      rcu_call(rcu_default_domain(), [&ran] { ran.fetch_add(1, std::memory_order_relaxed); });
+    sent = cb.wakeups.load() - wakeups;
+    rcu_barrier();  // (this thread sleeps: the callback thread gets the CPU)
+    slept = cb.sleeps.load() - sleeps;
+  }
   EXPECT_EQ(ran.load(), 2000);
   // One wake-up per sleep at most: the one it was in, and any it began since.
   EXPECT_GE(sent, 1u);

@@ -8,8 +8,6 @@
 
 #include <atomic>
 #include <condition_variable>
-#include <filesystem>
-#include <fstream>
 #include <memory>
 #include <mutex>
 #include <stdexcept>
@@ -23,6 +21,7 @@
 #include "quiesce/log.hpp"
 #include "quiesce/topology.hpp"
 #include "quiesce/workqueue.hpp"
+#include "sched_idle.hpp"
 #include "wait.hpp"
 
 namespace quiesce {
@@ -101,16 +100,6 @@ TEST(Watchdog, ANewConfigurationTakesEffectAtOnce) {
   EXPECT_TRUE(seen) << "a new configuration waited for the old tick's sleep to end";
 }
 
-// The thread of this process named `name` (its comm), or 0.
-pid_t thread_named(const std::string& name) {
-  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
-    std::ifstream comm(task.path() / "comm");
-    std::string line;
-    if (std::getline(comm, line) && line == name) return std::stoi(task.path().filename());
-  }
-  return 0;
-}
-
 // A watchdog asleep (nothing held for a second) is woken by the first hold after it, once:
 // the holds after that one - a trickle of short items, each rising from zero and released
 // long before the watchdog runs - send no wake-up, and the watchdog leaves its sleep although
@@ -119,38 +108,22 @@ pid_t thread_named(const std::string& name) {
 // the CPU for the holds (SCHED_IDLE, on this thread's CPU, which the loop never gives up), so
 // all of them fall before it runs (kills watchdog_wakes_every_hold: 200 wake-ups).
 TEST(Watchdog, ATrickleOfShortHoldsWakesASleepingWatchdogOnce) {
-  // A thread may leave SCHED_IDLE only where its nice value is allowed (RLIMIT_NICE, or
-  // CAP_SYS_NICE): tried on a thread of our own first, so the watchdog is never left
-  // idle-class for the tests after this one.
-  bool may_restore = false;
-  std::thread([&may_restore] {
-    const sched_param none{};
-    may_restore = ::sched_setscheduler(0, SCHED_IDLE, &none) == 0 &&
-                  ::sched_setscheduler(0, SCHED_OTHER, &none) == 0;
-  }).join();
-  if (!may_restore) GTEST_SKIP() << "a thread cannot leave SCHED_IDLE here (RLIMIT_NICE)";
+  if (!test::may_leave_sched_idle()) GTEST_SKIP() << "a thread cannot leave SCHED_IDLE here";
   ASSERT_TRUE(eventually([] { return detail::get_watchdog_sleep_stats().asleep; }, 60s))
       << "the watchdog never fell asleep (something stays held)";
-  const pid_t thread = thread_named("quiesce-wdog");
+  const pid_t thread = test::thread_named("quiesce-wdog");
   ASSERT_NE(thread, 0) << "no watchdog thread";
-  cpu_set_t all, here;
-  ASSERT_EQ(::sched_getaffinity(0, sizeof(all), &all), 0);
-  CPU_ZERO(&here);
-  CPU_SET(::sched_getcpu(), &here);
-  ASSERT_EQ(::sched_setaffinity(0, sizeof(here), &here), 0);
-  const sched_param none{};
-  ASSERT_EQ(::sched_setscheduler(thread, SCHED_IDLE, &none), 0);
-  ASSERT_EQ(::sched_setaffinity(thread, sizeof(here), &here), 0);
-  const detail::watchdog_sleep_stats before = detail::get_watchdog_sleep_stats();
-  constexpr int holds = 200;
-  for (int i = 0; i < holds; ++i) {
-    detail::watchdog_hold();
-    detail::watchdog_release();
+  detail::watchdog_sleep_stats before, after;
+  {
+    test::hold_off_cpu held(thread);
+    before = detail::get_watchdog_sleep_stats();
+    constexpr int holds = 200;
+    for (int i = 0; i < holds; ++i) {
+      detail::watchdog_hold();
+      detail::watchdog_release();
+    }
+    after = detail::get_watchdog_sleep_stats();
   }
-  const detail::watchdog_sleep_stats after = detail::get_watchdog_sleep_stats();
-  EXPECT_EQ(::sched_setscheduler(thread, SCHED_OTHER, &none), 0);
-  EXPECT_EQ(::sched_setaffinity(thread, sizeof(all), &all), 0);
-  EXPECT_EQ(::sched_setaffinity(0, sizeof(all), &all), 0);
   // One wake-up per sleep at most: the one it was in, and any it began since.
   EXPECT_GE(after.wakeups - before.wakeups, 1u);
   EXPECT_LE(after.wakeups - before.wakeups, after.sleeps - before.sleeps + 1)
