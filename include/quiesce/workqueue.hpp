@@ -180,9 +180,9 @@ struct wq_options {
 //
 // The function is any callable invocable as fn(work&) - a plain function, a lambda, a
 // std::function, or a move-only one (a lambda capturing a unique_ptr). It is held inside
-// the item when it takes at most 48 bytes (a lambda capturing six pointers), else on the
-// heap; it is destroyed with the item. An empty one (a null pointer, an empty
-// std::function) throws std::invalid_argument.
+// the item when it takes at most 48 bytes (a lambda capturing six pointers) and needs no more
+// than a pointer's alignment, else on the heap; it is destroyed with the item. An empty one (a null
+// pointer, an empty std::function) throws std::invalid_argument.
 class work {
  public:
   // The item's name (for stats, traces and watchdog reports) is the demangled name of the

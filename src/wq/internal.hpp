@@ -88,6 +88,9 @@ inline constexpr bool no_cross_pool_reentrancy = QUIESCE_MUTANT(NO_CROSS_POOL_RE
 inline constexpr bool clear_pending_after_run = QUIESCE_MUTANT(CLEAR_PENDING_AFTER_RUN);
 // an item starts at the worker's last end even if it arrived after it (item_start_ns)
 inline constexpr bool start_reuses_stale_end = QUIESCE_MUTANT(START_REUSES_STALE_END);
+// a worker notes no progress as its items start (pool::note_progress): a pool that keeps
+// starting items is reported as locked up
+inline constexpr bool progress_not_noted = QUIESCE_MUTANT(PROGRESS_NOT_NOTED);
 // drain() checks only the queued/running items
 inline constexpr bool drain_ignores_timers = QUIESCE_MUTANT(DRAIN_IGNORES_TIMERS);
 // queueing is not refused while cancel_sync waits
@@ -414,7 +417,18 @@ struct pool {
   bool creation_retry QUIESCE_GUARDED_BY(lock) = false;
   std::uint64_t creation_failed_ns QUIESCE_GUARDED_BY(lock) = 0;  // L(pool): now_ns() of the last
   sched_sample exited_sched QUIESCE_GUARDED_BY(lock);  // L(pool): schedstat of culled workers
-  std::atomic<std::uint64_t> watchdog_ts{0};  // A: last progress (item started / list filled)
+  // A: last progress (an item started, or work arrived on an empty list), for the lockup
+  // check; written through note_progress.
+  std::atomic<std::uint64_t> watchdog_ts{0};
+  // Progress at `now` (stat_ns). Written only once it has moved on by progress_granularity_ns,
+  // so that a queuer (work arriving) and the worker (an item starting) do not take the line
+  // from each other on every item (issue 29); the lockup clock then starts at most that much
+  // early, against thresholds of seconds.
+  static constexpr std::uint64_t progress_granularity_ns = 100'000;
+  void note_progress(std::uint64_t now) noexcept {
+    if (now > watchdog_ts.load(std::memory_order_relaxed) + progress_granularity_ns)
+      watchdog_ts.store(now, std::memory_order_relaxed);
+  }
   // D: watchdog_ts when a lockup was reported
   std::uint64_t lockup_reported_ts QUIESCE_GUARDED_BY(lock) = 0;
   // An item that ran `ns` (wall time) ended (L); keeps short_items in step.

@@ -122,7 +122,7 @@ void queue_work_owned(wq_impl& wq, int cpu, work& item) {
   state_of(item).queued_ns = stat_ns();
   q->queued.fetch_add(1, std::memory_order_relaxed);
   trace_queue(item, wq);
-  state_of(item).color = count_in_flush_color(*q);
+  state_of(item).color = static_cast<std::uint8_t>(count_in_flush_color(*q));
   active_domain& d = *q->domain;
   if (d.fast_activation_allowed() && d.try_take_slot()) {
     // Activated at once: the queueing time is the activation time (one clock read less).

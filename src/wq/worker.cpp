@@ -257,7 +257,8 @@ bool run_function(worker& w, work& item, const char* name, pwq& q) {
 // that arrived later: the worker was idle, or looking) reads the clock.
 std::uint64_t item_start_ns(const worker& w, const work& item) noexcept {
   if (mutant::start_reuses_stale_end) return w.last_end_ns;
-  const std::uint64_t ready = state_of(item).activated_ns;
+  const work_state& s = state_of(item);
+  const std::uint64_t ready = s.activated_late ? s.activated_ns : s.queued_ns;
   return ready != 0 && ready <= w.last_end_ns ? w.last_end_ns : stat_ns();
 }
 
@@ -283,13 +284,14 @@ void process_one_work(pool& p, worker& w, work& item, unique_lock& lk) QUIESCE_R
 
   const std::uint64_t start = item_start_ns(w, item);
   q.queue_to_start_ns.record(start - state_of(item).queued_ns);
-  p.watchdog_ts.store(start, std::memory_order_relaxed);
+  if (!mutant::progress_not_noted) p.note_progress(start);
 
   state_of(item).current_worker = &w;
   // Published to queuers by the release-acquire chain of the pending bit (cleared below).
-  state_of(item).last_pool.store(&p, std::memory_order_release);
+  if (state_of(item).last_pool.load(std::memory_order_relaxed) != &p)
+    state_of(item).last_pool.store(&p, std::memory_order_release);
   w.current = &item;
-  w.current_name = state_of(item).trace_name;
+  w.current_name = item.name().c_str();
   w.current_pwq = &q;
   w.current_start_ns = start;
   ++w.current_seq;
@@ -309,7 +311,7 @@ void process_one_work(pool& p, worker& w, work& item, unique_lock& lk) QUIESCE_R
   };
   if (!mutant::clear_pending_after_run) clear_pending();
 
-  const char* const name = state_of(item).trace_name;
+  const char* const name = w.current_name;
   trace_execute(&item, name, q, /*start=*/true);
   w.item_destroyed = false;
   const bool threw = unlocked(lk, [&] { return run_function(w, item, name, q); });
@@ -543,7 +545,10 @@ void push_work(pool& p, work& item, std::uint64_t now) {
   const bool check_first = mutant::kick_checked_before_push;
   const bool must_kick_before = check_first && p.queuer_must_kick();
   if (check_first) std::this_thread::yield();  // (the mutant: where a preemption would be)
-  state_of(item).activated_ns = now;
+  // Activated at its queueing (the queuer took a slot at once) or later (it waited).
+  const bool late = now != state_of(item).queued_ns;
+  state_of(item).activated_late = late;
+  if (late) state_of(item).activated_ns = now;
   // Set before the push: a canceller that finds it set takes p's lock and splices; if the
   // item is not there yet it is in transit (grab_pending waits for it to land).
   state_of(item).queued_pool.store(&p, std::memory_order_seq_cst);
@@ -556,7 +561,7 @@ void push_work(pool& p, work& item, std::uint64_t now) {
   // Watchdog progress: the first push after the list was taken (a worker took a batch, or
   // the pool was idle) starts the stall clock. A stuck pool takes nothing, so its incoming
   // list stays non-empty and the clock keeps its first value.
-  if (!head) p.watchdog_ts.store(now, std::memory_order_relaxed);
+  if (!head) p.note_progress(now);
   if (check_first ? must_kick_before : p.queuer_must_kick()) {
     detail::lock_guard guard(p.lock);
     kick_pool_locked(p);
@@ -565,7 +570,8 @@ void push_work(pool& p, work& item, std::uint64_t now) {
 
 void insert_work_locked(pool& p, work& item, std::uint64_t now) {
   splice_incoming_locked(p);  // FIFO: after what queuers pushed before it
-  if (p.worklist.empty()) p.watchdog_ts.store(now, std::memory_order_relaxed);
+  if (p.worklist.empty()) p.note_progress(now);
+  state_of(item).activated_late = true;
   state_of(item).activated_ns = now;
   p.worklist.push_back(&item);
   state_of(item).on_list = &p.worklist;

@@ -66,7 +66,9 @@ template <class Item>
 class work_fn {
  public:
   // Bytes a callable may take to be held in place: a lambda capturing up to six pointers,
-  // a std::function, a std::packaged_task.
+  // a std::function, a std::packaged_task. Pointer-aligned (a callable that needs more, as one
+  // capturing a long double, goes on the heap): 16-byte storage would pad the item by 8
+  // bytes and push its queuer's fields across a cache line (work_state.hpp).
   static constexpr std::size_t inline_size = 48;
 
   template <class F>
@@ -99,7 +101,7 @@ class work_fn {
 
   template <class D>
   static constexpr bool fits_inline() {
-    return sizeof(D) <= inline_size && alignof(D) <= alignof(std::max_align_t);
+    return sizeof(D) <= inline_size && alignof(D) <= alignof(void*);
   }
 
   template <class D>
@@ -115,7 +117,7 @@ class work_fn {
       [](const void* s) noexcept { return identity_of(**static_cast<D* const*>(s)); },
       [](const void* s) noexcept { return is_empty_callable(**static_cast<D* const*>(s)); }};
 
-  alignas(std::max_align_t) unsigned char storage_[inline_size];
+  alignas(void*) unsigned char storage_[inline_size];
   const ops* ops_;
 };
 

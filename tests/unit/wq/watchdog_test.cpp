@@ -361,6 +361,36 @@ TEST(Watchdog, SpinningItemWithHogHandlingOffIsALockup) {
   EXPECT_EQ(get_watchdog_counters().wq_lockups - before, 1u);
 }
 
+// Progress re-arms the lockup clock: a pool whose worker keeps starting items, each well
+// within the threshold, is no lockup however long its backlog lasts. (The worker notes
+// progress at most every 100 us, pool::note_progress; a worker that never noted it would
+// leave the clock at the backlog's arrival and be reported after 300 ms: mutant
+// progress_not_noted.)
+TEST(Watchdog, APoolThatKeepsStartingItemsIsNoLockup) {
+  scoped_watchdog_config cfg({.tick = 1ms, .wq_lockup = 300ms, .wq_cpu_intensive = 0ns});
+  log_capture capture;
+  workqueue wq("backlog");
+  constexpr int n = 60;  // 10 ms each: twice the threshold in all
+  std::vector<std::unique_ptr<work>> items;
+  std::atomic<int> ran{0};
+  for (int i = 0; i < n; ++i) {
+    items.push_back(std::make_unique<work>("ten_ms", [&ran](work&) {
+      const std::uint64_t end = now_ns() + 10'000'000;
+      while (now_ns() < end) {
+      }
+      ran.fetch_add(1);
+    }));
+  }
+  const auto before = get_watchdog_counters().wq_lockups;
+  for (auto& w : items)
+    ASSERT_TRUE(wq.queue_on(cpu0(), *w));
+  wq.flush();
+  EXPECT_EQ(ran.load(), n);
+  EXPECT_EQ(get_watchdog_counters().wq_lockups - before, 0u)
+      << "a pool that kept starting items was reported locked up";
+  EXPECT_EQ(capture.count("BUG: workqueue lockup"), 0u);
+}
+
 TEST(Watchdog, ConfigIsValidated) {
   watchdog_config c;
   c.tick = 0ms;
