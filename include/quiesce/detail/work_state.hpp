@@ -34,9 +34,9 @@ struct wq_impl;
 //  - the cold part (trace name, inactive wait, delayed work's timer) is the fourth.
 // So a queueing on one CPU and the run on another move two lines of the item between them,
 // not four (lines of the object: a posted node is line-aligned, an item from plain `new`
-// 16-aligned, whose parts may straddle one line more; issue 29: unbound empty items 1.09-1.11x,
-// posted lambdas 1.06-1.19x; per-CPU rows unchanged; docs/workqueue.md). A test (WorkLayout) holds
-// the layout; a posted item's node stays four lines (src/wq/post.cpp).
+// 16-aligned, whose parts may straddle one line more; issue 29: with last_pool on the queuer's
+// line, unbound empty items 1.15-1.18x, posted lambdas 1.02-1.17x; docs/workqueue.md). A test
+// (WorkLayout) holds the layout; a posted item's node stays four lines (src/wq/post.cpp).
 struct work_state {
   explicit work_state(const char* trace) noexcept : trace_name(trace) {}
   work_state(const work_state&) = delete;
