@@ -20,6 +20,9 @@
 // machine moves 2-5x between runs). `quiesce bench peers` runs this with repetitions and
 // prints the ratio table.
 // Run: build/release/bin/bench_wq --benchmark_repetitions=3   (./quiesce bench runs it too)
+// QUIESCE_BENCH_DIVISOR=N (1..1000) divides the fixed sizes of (a), (b), (d) and (e) by N:
+// `quiesce bench peers --smoke` and `quiesce report --smoke` set 20, to check that every row
+// runs; such figures measure nothing.
 #include <benchmark/benchmark.h>
 #include <oneapi/tbb/global_control.h>
 #include <oneapi/tbb/task_arena.h>
@@ -31,6 +34,8 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/thread_pool.hpp>
 #include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
 #include <deque>
 #include <functional>
 #include <memory>
@@ -46,8 +51,20 @@
 
 namespace {
 
-constexpr std::int64_t throughput_items = 1'000'000;
-constexpr int latency_posts = 2'000;
+// QUIESCE_BENCH_DIVISOR, else 1; exits naming the variable when it is not a whole number in
+// [1, 1000].
+int size_divisor() {
+  const char* env = std::getenv("QUIESCE_BENCH_DIVISOR");
+  if (env == nullptr) return 1;
+  char* end = nullptr;
+  const long n = std::strtol(env, &end, 10);
+  if (end != env && *end == '\0' && n >= 1 && n <= 1000) return static_cast<int>(n);
+  std::fprintf(stderr, "QUIESCE_BENCH_DIVISOR=%s: not a whole number in [1, 1000]\n", env);
+  std::exit(2);
+}
+
+const std::int64_t throughput_items = 1'000'000 / size_divisor();
+const int latency_posts = 2'000 / size_divisor();
 
 // ---- the plain pool: one mutex, one condition variable, a deque of closures ----
 class mutex_pool {
@@ -389,7 +406,7 @@ BENCHMARK(latency_mutex_pool)->Apply(latency_args);
 // finish, again and again. Here every runtime does the same through its C++ call - post a
 // lambda that releases a completion the producer waits on (std::atomic wait/notify, a
 // futex) - so the row measures a post, a wake-up, a run and a wake-up back.
-constexpr std::int64_t round_trips = 100'000;
+const std::int64_t round_trips = 100'000 / size_divisor();
 
 template <typename Post>
 void round_trip_loop(benchmark::State& state, Post post) {

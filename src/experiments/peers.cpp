@@ -505,8 +505,18 @@ std::string peers_unavailable(const peers_options& options) {
   return {};
 }
 
+void make_smoke(peers_options& options) {
+  options.growth = false;
+  options.every_sha256 = false;
+  options.min_time_s = 0.01;
+  options.flood_seconds = 0.2;
+  options.size_divisor = 20;
+}
+
 peers_result run_peers(const peers_options& options) {
   if (options.repetitions < 1) throw std::invalid_argument("repetitions: at least 1");
+  if (options.size_divisor < 1 || options.size_divisor > 1000)
+    throw std::invalid_argument("size divisor: 1 to 1000");
   const std::uint64_t started = now_ns();
   const fs::path dir = options.bench_dir.empty() ? self_dir() : options.bench_dir;
   std::string wq_filter = "^(throughput|latency|round_trip|loaded)_";
@@ -515,7 +525,8 @@ peers_result run_peers(const peers_options& options) {
   fmt::print(stderr, "quiesce bench peers: running bench_wq ({} repetitions)...\n",
              options.repetitions);
   by_program["bench_wq"] =
-      run_benchmark(dir, "bench_wq", wq_filter, options.repetitions, options.min_time_s);
+      run_benchmark(dir, "bench_wq", wq_filter, options.repetitions, options.min_time_s,
+                    {{"QUIESCE_BENCH_DIVISOR", fmt::format("{}", options.size_divisor)}});
   fmt::print(stderr, "quiesce bench peers: running bench_rcu ({} repetitions)...\n",
              options.repetitions);
   by_program["bench_rcu"] =
@@ -524,6 +535,7 @@ peers_result run_peers(const peers_options& options) {
 
   peers_result result;
   result.repetitions = options.repetitions;
+  result.size_divisor = options.size_divisor;
   for (const row_spec& spec : row_specs()) {
     peer_row row{.metric = spec.metric,
                  .unit = spec.unit,
@@ -594,6 +606,7 @@ nlohmann::json peers_result::to_json() const {
                        {"verify_ratio", h.verify_ratio()}});
   }
   return {{"repetitions", r.repetitions},
+          {"size_divisor", r.size_divisor},
           {"rows", rows},
           {"hashing", hashing},
           {"sha256_chosen", r.sha256_chosen},
@@ -615,6 +628,13 @@ std::string peers_result::markdown() const {
       "that every repetition of quiesce must keep, whatever the peers do.\n\n"
       "| metric | quiesce | peers | best peer | ratio | goal |\n|---|---|---|---|---|---|\n",
       r.repetitions);
+  if (r.size_divisor > 1) {
+    md = fmt::format(
+        "**Smoke run: the benchmarks' sizes divided by {} - every row ran, and its figures "
+        "measure nothing.**\n\n",
+        r.size_divisor) +
+         md;
+  }
   for (const peer_row& row : r.rows) {
     std::string peers;
     for (const sample_set& p : row.peers)

@@ -81,12 +81,14 @@ experiment_output verity_mount(const experiment_options& o) {
 }
 
 experiment_output peers(const experiment_options& o) {
-  const peers_options p{.repetitions = sized(o, 3, 2, 1),
-                        .growth = !o.quick && !o.smoke,
-                        .every_sha256 = !o.quick && !o.smoke,
-                        .min_time_s = o.smoke ? 0.01 : 0.1,
-                        .flood_seconds = o.quick || o.smoke ? 1.0 : 10.0,
-                        .bench_dir = {}};
+  peers_options p{.repetitions = sized(o, 3, 2, 1),
+                  .growth = !o.quick,
+                  .every_sha256 = !o.quick,
+                  .min_time_s = 0.1,
+                  .flood_seconds = o.quick ? 1.0 : 10.0,
+                  .size_divisor = 1,
+                  .bench_dir = {}};
+  if (o.smoke) make_smoke(p);
   if (std::string why = peers_unavailable(p); !why.empty()) return skipped(why);
   return rendered(run_peers(p));
 }

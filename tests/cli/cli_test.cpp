@@ -99,6 +99,7 @@ TEST_F(Cli, VersionAndBadUsage) {
 // it fails with one line naming the missing program.
 TEST_F(Cli, BenchPeersMeasuresEveryRowOrNamesWhatIsMissing) {
   EXPECT_EQ(run("bench peers --repetitions 0").code, 2);
+  EXPECT_EQ(run("bench peers --quick --smoke").code, 2);
   EXPECT_EQ(run("bench").code, 2);
   const fs::path bin = fs::path(QUIESCE_CLI).parent_path();
   if (!fs::exists(bin / "bench_wq") || !fs::exists(bin / "bench_rcu")) {
@@ -108,11 +109,12 @@ TEST_F(Cli, BenchPeersMeasuresEveryRowOrNamesWhatIsMissing) {
     return;
   }
   const fs::path plots = dir_ / "plots";
-  const result r = run("bench peers --quick --repetitions 1 --json --plot " + plots.string(),
+  const result r = run("bench peers --smoke --repetitions 1 --json --plot " + plots.string(),
                        /*stdout_only=*/true);
   ASSERT_EQ(r.code, 0) << r.out;
   const nlohmann::json j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["repetitions"], 1);
+  EXPECT_EQ(j["size_divisor"], 20) << "--smoke divides bench_wq's sizes";
   ASSERT_GE(j["rows"].size(), 18u);
   for (const auto& row : j["rows"]) {
     EXPECT_GT(row["quiesce"]["median"].get<double>(), 0.0) << row["metric"];
@@ -121,8 +123,8 @@ TEST_F(Cli, BenchPeersMeasuresEveryRowOrNamesWhatIsMissing) {
       EXPECT_GT(peer["median"].get<double>(), 0.0) << row["metric"] << " " << peer["runtime"];
     EXPECT_GT(row["ratio"].get<double>(), 0.0) << row["metric"];
   }
-  EXPECT_TRUE(j["scaling"].empty());  // --quick: the ratio table only
-  // The SHA-256 table (--quick): OpenSSL first, then the chosen implementation, each
+  EXPECT_TRUE(j["scaling"].empty());  // --smoke, as --quick: the ratio table only
+  // The SHA-256 table (--smoke, as --quick): OpenSSL first, then the chosen implementation, each
   // measured; every other one this CPU runs is named as left out.
   if (!fs::exists(bin / "bench_verity")) {
     EXPECT_NE(j["hashing_skipped"].get<std::string>().find("bench_verity"), std::string::npos);

@@ -16,6 +16,7 @@ struct bench_options {
   peers_options peers;
   bool json = false;
   bool quick = false;
+  bool smoke = false;
   std::string plot_dir;
 };
 
@@ -35,12 +36,17 @@ void add_bench_command(CLI::App& app) {
                   "Only the ratio table (not how throughput and latency grow with work), "
                   "a retire flood of 1 s (not 10), and of the SHA-256 implementations only "
                   "OpenSSL and the chosen one");
+  peers->add_flag("--smoke", opt->smoke,
+                  "As --quick, at a twentieth of the sizes and a 0.2 s retire flood: a check "
+                  "that every row runs, in seconds; its figures measure nothing")
+      ->excludes(peers->get_option("--quick"));
   peers->add_flag("--json", opt->json, "Print the results as one JSON object on stdout");
   add_plot_option(peers, opt->plot_dir);
   peers->callback([opt] {
     opt->peers.growth = !opt->quick;
     opt->peers.every_sha256 = !opt->quick;
     if (opt->quick) opt->peers.flood_seconds = 1;
+    if (opt->smoke) make_smoke(opt->peers);
     const peers_result r = run_peers(opt->peers);
     if (opt->json) {
       fmt::print("{}\n", r.to_json().dump(2));

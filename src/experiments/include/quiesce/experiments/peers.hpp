@@ -86,6 +86,7 @@ struct hashing_row {
 
 struct peers_result {
   int repetitions = 0;
+  int size_divisor = 1;  // peers_options::size_divisor: above 1 the figures measure nothing
   std::vector<peer_row> rows;
   std::vector<scaling_row> scaling;          // empty when not asked for
   std::vector<burst_row> bursts;             // empty when not asked for
@@ -109,8 +110,18 @@ struct peers_options {
   bool every_sha256 = true;         // false: only OpenSSL and the chosen SHA-256 (quicker)
   double min_time_s = 0.1;          // each benchmark's --benchmark_min_time
   double flood_seconds = 10;        // the retire flood's length (bench_rcu's QUIESCE_FLOOD_SECONDS)
+  // bench_wq's fixed sizes (items, posts, round trips) divided by this (its
+  // QUIESCE_BENCH_DIVISOR, 1..1000): above 1, a check that every row runs (--smoke), whose
+  // figures measure nothing.
+  int size_divisor = 1;
   std::filesystem::path bench_dir;  // empty: the directory of this executable
 };
+
+// A smoke run's options (`quiesce bench peers --smoke`, `quiesce report --smoke`): the
+// ratio table only, OpenSSL and the chosen SHA-256 only, the shortest benchmark times, a
+// 0.2 s retire flood and bench_wq's sizes divided by 20 - every row runs, in a few seconds,
+// and its figures measure nothing. The repetitions and the benchmark directory are kept.
+void make_smoke(peers_options& options);
 
 // Why the comparison cannot run here (a benchmark program is not built: QUIESCE_BUILD_BENCH
 // off), or empty if it can.
