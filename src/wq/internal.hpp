@@ -109,6 +109,8 @@ inline constexpr bool instance_count_one_pass = QUIESCE_MUTANT(INSTANCE_COUNT_ON
 inline constexpr bool post_node_handed_out_twice = QUIESCE_MUTANT(POST_NODE_HANDED_OUT_TWICE);
 // A trim frees a slab with any free node on the depots, not only one whose every node is.
 inline constexpr bool post_trim_frees_partial_slabs = QUIESCE_MUTANT(POST_TRIM_FREES_PARTIAL_SLABS);
+// the automatic trim is never queued: a burst's free nodes stay until trim_posted_memory()
+inline constexpr bool post_trim_never_armed = QUIESCE_MUTANT(POST_TRIM_NEVER_ARMED);
 // a queuer decides whether to wake a worker before it pushes the item, not after
 inline constexpr bool kick_checked_before_push = QUIESCE_MUTANT(KICK_CHECKED_BEFORE_PUSH);
 // a queuer counts the item in the flush color it read, without reading the color again

@@ -312,6 +312,7 @@ void disarm_trimmer(free_lists& l) noexcept {
 
 // Queues the trimmer (once: trim_armed) when the depots hold more than trim_arm_nodes.
 void arm_trimmer(free_lists& l) noexcept {
+  if (mutant::post_trim_never_armed) return;
   if (l.counts.nodes.load(std::memory_order_relaxed) <= trim_arm_nodes) return;
   if (l.trim_armed.load(std::memory_order_relaxed) || l.trim_armed.exchange(true)) return;
   if (in_forked_child()) return;  // armed for good: a child's depots are never trimmed by itself
