@@ -100,7 +100,8 @@ std::uint64_t overwritten();
 // "otherData":{"overwritten_events":overwritten()}}, with thread-name metadata so Perfetto
 // labels each thread's track.
 std::string chrome_json();
-// Writes chrome_json() to `path` atomically (temporary file + rename). Throws
+// Writes chrome_json() to `path` atomically (temporary file + rename), or, where `path`
+// names a device or a FIFO (after symlinks: /dev/stdout), into it. Throws
 // std::system_error if the file cannot be written.
 void write_chrome_json(const std::string& path);
 

@@ -1,10 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
-// write_file_atomically and read_file (quiesce/file_io.hpp).
+// write_file_atomically, write_output_file and read_file (quiesce/file_io.hpp).
 #include "file_io.hpp"
 
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <sys/random.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -44,6 +45,39 @@ bool write_all(int fd, std::string_view bytes) {
   return true;
 }
 
+// Whether `path` names a stream - neither a regular file nor a directory, after symlinks.
+bool names_a_stream(const std::filesystem::path& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode);
+}
+
+// Writes `parts` into the stream `path` names. False, having written nothing, if what the
+// open found is a regular file (the path changed after names_a_stream looked).
+bool write_in_place(const std::filesystem::path& path,
+                    std::initializer_list<std::string_view> parts) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_NOCTTY | O_CLOEXEC);
+  if (fd < 0) fail(errno, path, "cannot open it");
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    const int err = errno;
+    ::close(fd);
+    fail(err, path, "cannot look at it");
+  }
+  if (S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return false;
+  }
+  for (std::string_view part : parts) {
+    if (!write_all(fd, part)) {
+      const int err = errno;
+      ::close(fd);
+      fail(err, path, "write failed");
+    }
+  }
+  if (::close(fd) != 0) fail(errno, path, "close failed");
+  return true;
+}
+
 }  // namespace
 
 void write_file_atomically(const std::filesystem::path& path,
@@ -77,6 +111,12 @@ void write_file_atomically(const std::filesystem::path& path,
     ::unlink(tmp.c_str());
     fail(err, path, "rename failed");
   }
+}
+
+void write_output_file(const std::filesystem::path& path,
+                       std::initializer_list<std::string_view> parts) {
+  if (names_a_stream(path) && write_in_place(path, parts)) return;
+  write_file_atomically(path, parts);
 }
 
 std::string read_file(const std::filesystem::path& path, std::size_t limit) {

@@ -257,7 +257,7 @@ std::string chrome_json() {
 }
 
 void write_chrome_json(const std::string& path) {
-  write_file_atomically(path, {chrome_json()});
+  write_output_file(path, {chrome_json()});
 }
 
 }  // namespace quiesce::trace

@@ -218,6 +218,9 @@ TEST_F(Cli, VerityDigestTakesFsverityUtilsSpellings) {
     EXPECT_EQ(ours.code, 0) << args << ": " << ours.out;
     EXPECT_EQ(ours.out, theirs.out) << args;
   }
+  // Written into, as fsverity-utils does, not replaced: until 2026-12-07 the descriptor was
+  // renamed over /dev/null, which left this machine a regular file there.
+  EXPECT_TRUE(fs::is_character_file("/dev/null")) << "the descriptor replaced /dev/null";
 }
 
 // Every block size fsverity-utils takes, at both ends of its range (32 .. 65536 for both

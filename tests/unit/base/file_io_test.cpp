@@ -1,11 +1,16 @@
 // SPDX-License-Identifier: Apache-2.0
-// write_file_atomically (quiesce/file_io.hpp): the whole file or the old one, never a
-// planted file or symlink followed, no temporary left behind on failure.
+// write_file_atomically and write_output_file (quiesce/file_io.hpp): the whole file or the
+// old one, never a planted file or symlink followed, no temporary left behind on failure; a
+// stream the user names as an output written in place, never replaced.
 #include "../../../src/base/file_io.hpp"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -90,6 +95,78 @@ TEST_F(FileIo, ReadFileReadsProcFilesAndRefusesBeyondTheLimit) {
   } catch (const std::system_error& e) {
     EXPECT_NE(std::string(e.what()).find("missing"), std::string::npos) << e.what();
   }
+}
+
+}  // namespace
+
+namespace {
+
+// What the FIFO whose read end is `fd` (opened O_NONBLOCK) holds now.
+std::string drain_fifo(int fd) {
+  std::string got;
+  char buf[256];
+  for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) > 0;)
+    got.append(buf, static_cast<std::size_t>(n));
+  return got;
+}
+
+// An output the user names may be a stream: a FIFO, directly or through a symlink, gets the
+// bytes and stays a FIFO (a rename would have put a regular file in its place). Its read end
+// is open (non-blocking) before the write, so the writer's open does not wait, and a write
+// that went elsewhere leaves it empty.
+TEST_F(FileIo, AnOutputThatNamesAFifoIsWrittenInPlace) {
+  const fs::path fifo = dir_ / "fifo";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0) << std::strerror(errno);
+  const fs::path link = dir_ / "link";
+  fs::create_symlink(fifo, link);
+  for (const fs::path& path : {fifo, link}) {
+    const int rd = ::open(fifo.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    ASSERT_GE(rd, 0) << std::strerror(errno);
+    quiesce::write_output_file(path, {"tree ", "bytes"});
+    EXPECT_EQ(drain_fifo(rd), "tree bytes") << path;
+    ::close(rd);
+    EXPECT_TRUE(fs::is_fifo(fs::symlink_status(fifo))) << "the FIFO was replaced";
+  }
+  EXPECT_TRUE(fs::is_symlink(link)) << "the symlink to the FIFO was replaced";
+  EXPECT_EQ(entries(), 2u);  // no temporary left
+}
+
+// A character device (root only: a node of /dev/null's own device, made here, so that a
+// regression replaces this one and not the machine's) is written in place and stays one.
+TEST_F(FileIo, AnOutputThatNamesADeviceIsWrittenInPlace) {
+  struct stat null_st {};
+  ASSERT_EQ(::stat("/dev/null", &null_st), 0);
+  const fs::path dev = dir_ / "null";
+  if (::mknod(dev.c_str(), S_IFCHR | 0666, null_st.st_rdev) != 0)
+    GTEST_SKIP() << "cannot make a device node here: " << std::strerror(errno);
+  quiesce::write_output_file(dev, {"descriptor"});
+  struct stat st {};
+  ASSERT_EQ(::lstat(dev.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISCHR(st.st_mode)) << "the device node was replaced by a regular file";
+  EXPECT_EQ(st.st_rdev, null_st.st_rdev);
+}
+
+// Files beside other users' (sidecars) never open what is at the path: a FIFO there is
+// replaced, not written into (a planted one would otherwise hold the writer, and a planted
+// symlink to a device would be followed).
+TEST_F(FileIo, AnAtomicWriteReplacesAFifoAndNeverOpensIt) {
+  const fs::path fifo = dir_ / "fifo";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0) << std::strerror(errno);
+  quiesce::write_file_atomically(fifo, {"sidecar"});  // no reader: an open would block
+  EXPECT_TRUE(fs::is_regular_file(fs::symlink_status(fifo)));
+  EXPECT_EQ(read_all(fifo), "sidecar");
+}
+
+// A regular file at an output path is replaced atomically, as by write_file_atomically.
+TEST_F(FileIo, AnOutputThatNamesARegularFileIsReplacedAtomically) {
+  const fs::path f = dir_ / "out";
+  { std::ofstream(f) << "old and longer"; }
+  const fs::path link = dir_ / "link";
+  fs::create_symlink(f, link);
+  quiesce::write_output_file(link, {"new"});
+  EXPECT_EQ(read_all(f), "old and longer") << "a symlink to a regular file was followed";
+  EXPECT_EQ(read_all(link), "new");
+  EXPECT_FALSE(fs::is_symlink(link));
 }
 
 }  // namespace
