@@ -13,7 +13,14 @@
 #include <string>
 #include <system_error>
 
+#include "mutant.hpp"
+
 namespace quiesce {
+
+namespace mutant {
+// write_output_file renames over a device or FIFO, as write_file_atomically does
+inline constexpr bool output_replaces_streams = QUIESCE_MUTANT(OUTPUT_REPLACES_STREAMS);
+}  // namespace mutant
 
 namespace {
 
@@ -115,7 +122,8 @@ void write_file_atomically(const std::filesystem::path& path,
 
 void write_output_file(const std::filesystem::path& path,
                        std::initializer_list<std::string_view> parts) {
-  if (names_a_stream(path) && write_in_place(path, parts)) return;
+  if (!mutant::output_replaces_streams && names_a_stream(path) && write_in_place(path, parts))
+    return;
   write_file_atomically(path, parts);
 }
 
