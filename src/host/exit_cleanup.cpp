@@ -128,6 +128,16 @@ void release_descriptors_under(const char* dir) noexcept {
   if (null_fd >= 0) ::close(null_fd);
 }
 
+// Async-signal-safe: unmounts `path`; where its filesystem is still busy - a thread of ours
+// opened a file under it again after the handler released the others (libtracefs' readers
+// open trace files as they go) - detaches it instead: the mount leaves the mount table now,
+// and the filesystem goes when its last descriptor closes (for a process dying of a signal,
+// at once). A plain umount first, so that a filesystem nothing holds is gone on return.
+bool unmount_now(const char* path) noexcept {
+  if (::umount2(path, 0) == 0) return true;
+  return errno == EBUSY && ::umount2(path, MNT_DETACH) == 0;
+}
+
 // `in_handler`: the process is dying of a signal, so descriptors this process still has
 // open under a directory to remove or unmount are released first.
 bool run_slot(slot& s, bool in_handler) noexcept {
@@ -144,9 +154,38 @@ bool run_slot(slot& s, bool in_handler) noexcept {
     case kind::remove_empty_dir:
       return ::rmdir(s.path) == 0;
     case kind::unmount:
-      return ::umount2(s.path, 0) == 0;
+      return unmount_now(s.path);
   }
   return false;
+}
+
+// Async-signal-safe: appends `text` to `buf` (NUL-terminated, `size` bytes in all).
+void append(char* buf, std::size_t size, const char* text) noexcept {
+  std::size_t at = std::strlen(buf);
+  while (*text && at + 1 < size)
+    buf[at++] = *text++;
+  buf[at] = '\0';
+}
+
+// Async-signal-safe: says on stderr which action failed and errno's number (strerror is not
+// safe here): "quiesce: on signal: could not unmount /sys/kernel/tracing (errno 16)".
+void report_failure(const slot& s, int err) noexcept {
+  static constexpr const char* verbs[] = {"restore", "remove", "remove", "unmount"};
+  char line[sizeof s.path + 96] = "quiesce: on signal: could not ";
+  append(line, sizeof line, verbs[static_cast<int>(s.what)]);
+  append(line, sizeof line, " ");
+  append(line, sizeof line, s.path);
+  char num[16] = {};
+  int n = 0;
+  for (unsigned v = static_cast<unsigned>(err); n == 0 || v > 0; v /= 10)
+    num[n++] = static_cast<char>('0' + v % 10);
+  char digits[16] = {};
+  for (int i = 0; i < n; ++i)
+    digits[i] = num[n - 1 - i];
+  append(line, sizeof line, " (errno ");
+  append(line, sizeof line, digits);
+  append(line, sizeof line, ")\n");
+  (void)!::write(STDERR_FILENO, line, std::strlen(line));
 }
 
 void on_signal(int sig) {
@@ -158,7 +197,8 @@ void on_signal(int sig) {
       if (s.state.load() == armed && (!newest || s.order > newest->order)) newest = &s;
     }
     if (!newest) break;
-    run_slot(*newest, true);
+    errno = 0;  // a slot its owner ran meanwhile fails without a system call
+    if (!run_slot(*newest, true) && errno != 0) report_failure(*newest, errno);
   }
   ::signal(sig, SIG_DFL);  // die of the signal as the process would have without us
   ::raise(sig);            // delivered once the handler returns (it is blocked until then)

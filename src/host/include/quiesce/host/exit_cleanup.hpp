@@ -31,8 +31,10 @@ class exit_cleanup {
   // tracefs instance, whose files go with it). On a signal, this process's descriptors
   // under `path` are released first.
   static exit_cleanup remove_empty_dir(const std::string& path);
-  // umount2(path, 0) on the way out (a filesystem this process mounted). On a signal, this
-  // process's descriptors under `path` are released first.
+  // umount2(path, 0) on the way out (a filesystem this process mounted), or, where it is
+  // still busy, a lazy detach (MNT_DETACH: it leaves the mount table at once and goes when
+  // its last descriptor closes). On a signal, this process's descriptors under `path` are
+  // released first; another thread may open one again before the unmount, hence the detach.
   static exit_cleanup unmount(const std::string& path);
 
   exit_cleanup(exit_cleanup&& other) noexcept;
