@@ -629,11 +629,9 @@ std::string peers_result::markdown() const {
       "| metric | quiesce | peers | best peer | ratio | goal |\n|---|---|---|---|---|---|\n",
       r.repetitions);
   if (r.size_divisor > 1) {
-    md = fmt::format(
-        "**Smoke run: the benchmarks' sizes divided by {} - every row ran, and its figures "
-        "measure nothing.**\n\n",
-        r.size_divisor) +
-         md;
+    md.insert(0, fmt::format("**Smoke run: the benchmarks' sizes divided by {} - every row ran, "
+                             "and its figures measure nothing.**\n\n",
+                             r.size_divisor));
   }
   for (const peer_row& row : r.rows) {
     std::string peers;

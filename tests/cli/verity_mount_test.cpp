@@ -668,16 +668,19 @@ TEST_F(VerityMount, AUserMountsTheirOwnDirectory) {
     GTEST_SKIP() << "user 65534 cannot run " << quiesce::test::mount_cli();
   const std::string script =
       "set -u\n"
-      "d=" + (dir_ / "dev").string() + "\n"
+      "d=" +
+      (dir_ / "dev").string() +
+      "\n"
       "mkdir \"$d\" || exit 89\n"
       "mount -t tmpfs -o mode=0755 none \"$d\" || exit 90\n"
       "mknod -m 0666 \"$d/fuse\" c 0x$(stat -c %t /dev/fuse) 0x$(stat -c %T /dev/fuse) || exit 91\n"
       "mount --bind \"$d/fuse\" /dev/fuse || exit 92\n" +
       user + quiesce::test::mount_cli() + " verity mount " + src_.string() + " " + mnt +
       " || exit 93\n"
-      "echo \"read: $(" + user + "cat " + mnt + "/mine)\"\n" +
-      other + "cat " + mnt + "/mine >/dev/null 2>&1 && echo 'other: read' || echo 'other: refused'\n" +
-      user + "fusermount3 -u " + mnt + " && echo unmounted\n";
+      "echo \"read: $(" +
+      user + "cat " + mnt + "/mine)\"\n" + other + "cat " + mnt +
+      "/mine >/dev/null 2>&1 && echo 'other: read' || echo 'other: refused'\n" + user +
+      "fusermount3 -u " + mnt + " && echo unmounted\n";
   const fs::path script_file = dir_ / "user_mount.sh";
   std::ofstream(script_file) << script;
   const result r = shell("unshare --mount --propagation private sh " + script_file.string());

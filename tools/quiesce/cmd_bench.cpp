@@ -36,9 +36,10 @@ void add_bench_command(CLI::App& app) {
                   "Only the ratio table (not how throughput and latency grow with work), "
                   "a retire flood of 1 s (not 10), and of the SHA-256 implementations only "
                   "OpenSSL and the chosen one");
-  peers->add_flag("--smoke", opt->smoke,
-                  "As --quick, at a twentieth of the sizes and a 0.2 s retire flood: a check "
-                  "that every row runs, in seconds; its figures measure nothing")
+  peers
+      ->add_flag("--smoke", opt->smoke,
+                 "As --quick, at a twentieth of the sizes and a 0.2 s retire flood: a check "
+                 "that every row runs, in seconds; its figures measure nothing")
       ->excludes(peers->get_option("--quick"));
   peers->add_flag("--json", opt->json, "Print the results as one JSON object on stdout");
   add_plot_option(peers, opt->plot_dir);

@@ -90,9 +90,8 @@ void run_digest(const digest_cli& o) {
                  file);
     }
     if (!o.out_tree.empty())
-      write_output_file(
-          o.out_tree,
-          {std::string_view(reinterpret_cast<const char*>(t.tree.data()), t.tree.size())});
+      write_output_file(o.out_tree, {std::string_view(reinterpret_cast<const char*>(t.tree.data()),
+                                                      t.tree.size())});
     if (!o.out_descriptor.empty()) {
       const auto desc = verity::descriptor(t);
       write_output_file(

@@ -106,10 +106,10 @@ struct peers_result {
 
 struct peers_options {
   int repetitions = 5;
-  bool growth = true;               // also the scaling and burst tables
-  bool every_sha256 = true;         // false: only OpenSSL and the chosen SHA-256 (quicker)
-  double min_time_s = 0.1;          // each benchmark's --benchmark_min_time
-  double flood_seconds = 10;        // the retire flood's length (bench_rcu's QUIESCE_FLOOD_SECONDS)
+  bool growth = true;         // also the scaling and burst tables
+  bool every_sha256 = true;   // false: only OpenSSL and the chosen SHA-256 (quicker)
+  double min_time_s = 0.1;    // each benchmark's --benchmark_min_time
+  double flood_seconds = 10;  // the retire flood's length (bench_rcu's QUIESCE_FLOOD_SECONDS)
   // bench_wq's fixed sizes (items, posts, round trips) divided by this (its
   // QUIESCE_BENCH_DIVISOR, 1..1000): above 1, a check that every row runs (--smoke), whose
   // figures measure nothing.
