@@ -19,9 +19,15 @@
 #include <filesystem>
 #include <stdexcept>
 
+#include "../base/mutant.hpp"
 #include "../base/mutex.hpp"
 
 namespace quiesce::host {
+
+namespace mutant {
+// a busy filesystem stays mounted: no lazy detach after umount2 fails EBUSY
+inline constexpr bool unmount_never_detaches = QUIESCE_MUTANT(HOST_UNMOUNT_NEVER_DETACHES);
+}  // namespace mutant
 
 namespace {
 
@@ -135,7 +141,7 @@ void release_descriptors_under(const char* dir) noexcept {
 // at once). A plain umount first, so that a filesystem nothing holds is gone on return.
 bool unmount_now(const char* path) noexcept {
   if (::umount2(path, 0) == 0) return true;
-  return errno == EBUSY && ::umount2(path, MNT_DETACH) == 0;
+  return errno == EBUSY && !mutant::unmount_never_detaches && ::umount2(path, MNT_DETACH) == 0;
 }
 
 // `in_handler`: the process is dying of a signal, so descriptors this process still has
