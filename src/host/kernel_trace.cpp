@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 #include <sys/mount.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -58,6 +59,13 @@ std::vector<traced_execution> pair_executions(std::vector<workqueue_event> event
 
 namespace {
 
+// Whether `dir` lies in a tracefs (for /sys/kernel/tracing: whether tracefs is mounted there).
+bool is_tracefs(const char* dir) {
+  constexpr long tracefs_magic = 0x74726163;  // TRACEFS_MAGIC, include/uapi/linux/magic.h
+  struct statfs st {};
+  return ::statfs(dir, &st) == 0 && st.f_type == tracefs_magic;
+}
+
 constexpr const char* wq_event_system = "workqueue";
 constexpr const char* execute_start_event = "workqueue_execute_start";
 constexpr const char* execute_end_event = "workqueue_execute_end";
@@ -105,18 +113,20 @@ workqueue_trace::workqueue_trace(const std::string& function) : impl_(std::make_
   if (::geteuid() != 0) throw std::runtime_error("tracing the kernel needs root");
   // Each undo action is registered before the step it undoes, so a signal arriving between
   // the two still undoes it (undoing a step that did not happen fails harmlessly).
-  const char* dir = nullptr;
-  const int mounted = qtf_tracing_dir_is_mounted(0, &dir);
-  if (mounted < 0) throw std::runtime_error("tracefs: cannot tell whether it is mounted");
-  if (mounted == 0) {
-    constexpr const char* tracefs_root = "/sys/kernel/tracing";
+  // The kernel's own place for tracefs, and only it: libtracefs would take the first tracefs
+  // in /proc/mounts, which may be another process's passing mount - one that goes away with
+  // this run's instance under it (a test's view in /tmp did so: the instance was left behind).
+  constexpr const char* tracefs_root = "/sys/kernel/tracing";
+  if (!is_tracefs(tracefs_root)) {
     unmount_.emplace(exit_cleanup::unmount(tracefs_root));
     if (::mount("nodev", tracefs_root, "tracefs", 0, nullptr) != 0) {
       throw std::runtime_error(
-          fmt::format("tracefs is not mounted and mounting it at {} failed: {}", tracefs_root,
+          fmt::format("tracefs is not mounted at {} and mounting it there failed: {}", tracefs_root,
                       std::strerror(errno)));
     }
   }
+  if (qtf_set_tracing_dir(tracefs_root) != 0)
+    throw std::runtime_error(fmt::format("tracefs: cannot use {}", tracefs_root));
   const std::string name = fmt::format("quiesce-{}", ::getpid());
   instance_path_ = fmt::format("{}/instances/{}", qtf_tracing_dir(), name);
   remove_instance_.emplace(exit_cleanup::remove_empty_dir(instance_path_));

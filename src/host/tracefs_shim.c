@@ -5,11 +5,19 @@
 #include <event-parse.h>
 #include <stdbool.h>
 #include <stdlib.h>
+#include <string.h>
 #include <tracefs.h>
 #include <unistd.h>
 
 int qtf_tracing_dir_is_mounted(int mount, const char** path) {
   return tracefs_tracing_dir_is_mounted(mount != 0, path);
+}
+
+int qtf_set_tracing_dir(const char* dir) {
+  char copy[256];
+  if (strlen(dir) >= sizeof copy) return -1;
+  strcpy(copy, dir); /* libtracefs keeps its own copy */
+  return tracefs_set_tracing_dir(copy);
 }
 
 const char* qtf_tracing_dir(void) {

@@ -411,6 +411,35 @@ TEST(KeygcKernelCli, SigintDuringATracedRunLeavesNoInstanceNorMount) {
   EXPECT_TRUE(none_left("." + std::to_string(c.pid) + "."));
 }
 
+// Another process's passing tracefs mount is not the run's: mounted before the run starts
+// (so that, /sys/kernel/tracing not mounted, it is the first tracefs in /proc/mounts - the
+// one libtracefs would take) and gone while the run goes on, it leaves the run's instance and
+// mount to the run, which removes both when interrupted.
+TEST(KeygcKernelCli, AnotherProcesssTracefsMountIsNotTheRuns) {
+  SKIP_UNLESS_KEYRING_FITS(200000);
+  SKIP_UNLESS_TRACING();
+  const tracefs_state before = read_tracefs_state();
+  const fs::path other =
+      fs::temp_directory_path() / ("quiesce-other-tracefs-" + std::to_string(::getpid()));
+  fs::create_directories(other);
+  ASSERT_EQ(::mount("nodev", other.c_str(), "tracefs", 0, nullptr), 0) << std::strerror(errno);
+  child c = spawn({"keygc", "--kernel", "--keys", "200000", "--runs", "50"});
+  const std::string instance = "quiesce-" + std::to_string(c.pid);
+  const bool started = test::eventually([&] { return fs::exists(other / "instances" / instance); });
+  EXPECT_EQ(::umount2(other.c_str(), MNT_DETACH), 0) << std::strerror(errno);
+  fs::remove(other);
+  ASSERT_TRUE(started) << "the run never created its instance: " << slurp(c.out);
+  ASSERT_EQ(::kill(c.pid, SIGINT), 0);
+  int status = 0;
+  ASSERT_EQ(::waitpid(c.pid, &status, 0), c.pid);
+  const std::string out = slurp(c.out);
+  fs::remove(c.out);
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGINT)
+      << "status " << status << ": " << out;
+  EXPECT_EQ(read_tracefs_state(), before) << "a tracefs mount or instance was left behind: " << out;
+  EXPECT_TRUE(none_left("." + std::to_string(c.pid) + "."));
+}
+
 TEST(Cyclictest, ParsesTheLargestMaxOfItsSummary) {
   EXPECT_EQ(parse_cyclictest_max("# /dev/cpu_dma_latency set to 0us\n"
                                  "T: 0 (25936) P: 1 I:1000 C:    996 Min:     55 Act:   59 Avg:   "
