@@ -9,10 +9,6 @@
 #include <tracefs.h>
 #include <unistd.h>
 
-int qtf_tracing_dir_is_mounted(int mount, const char** path) {
-  return tracefs_tracing_dir_is_mounted(mount != 0, path);
-}
-
 int qtf_set_tracing_dir(const char* dir) {
   char copy[256];
   if (strlen(dir) >= sizeof copy) return -1;

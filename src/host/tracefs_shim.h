@@ -13,8 +13,6 @@ extern "C" {
 struct qtf_instance;
 struct qtf_events;
 
-/* tracefs_tracing_dir_is_mounted: 1 mounted, 0 not (mounted now if `mount`), -1 error. */
-int qtf_tracing_dir_is_mounted(int mount, const char** path);
 const char* qtf_tracing_dir(void);
 /* tracefs_set_tracing_dir: the directory every later call uses; 0 on success. */
 int qtf_set_tracing_dir(const char* dir);

@@ -221,6 +221,13 @@ TEST(ExitCleanup, ASignalReleasesOnlyTheDescriptorsThatKeepItsMountBusy) {
 // table (KeygcKernelCli.SigintDuringATracedRunLeavesNoInstanceNorMount left tracefs mounted
 // in 3 runs of 15 here until the handler detached a mount it could not unmount).
 TEST(ExitCleanup, ASignalUnmountsAFilesystemAThreadKeepsReopening) {
+#if defined(__SANITIZE_THREAD__)
+  // The child's threads close descriptors while the handler points them at /dev/null: that
+  // race is the scenario (a dying process's descriptor may be another file by then - harmless
+  // as it dies), and ThreadSanitizer rightly reports it. The release (with the mutant) and
+  // asan-ubsan presets run it.
+  GTEST_SKIP() << "the child races close() against the handler's dup3() by design";
+#endif
   if (::geteuid() != 0) GTEST_SKIP() << "mounting a tmpfs needs root";
   const fs::path dir = scratch_dir();
   const fs::path mnt = dir / "mnt";
