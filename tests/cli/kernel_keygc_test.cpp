@@ -232,16 +232,39 @@ child spawn(const std::vector<std::string>& args) {
 
 using quiesce::test::slurp;
 
+// How the child ended, and what it wrote (its output file is removed).
+struct ended {
+  int status = -1;
+  std::string out;
+};
+
+ended wait_for(const child& c) {
+  ended e;
+  EXPECT_EQ(::waitpid(c.pid, &e.status, 0), c.pid) << std::strerror(errno);
+  e.out = slurp(c.out);
+  fs::remove(c.out);
+  return e;
+}
+
+// A user's ^C: the child must die of SIGINT (after its cleanup ran).
+ended interrupt(const child& c) {
+  if (::kill(c.pid, SIGINT) != 0) {
+    ADD_FAILURE() << "kill: " << std::strerror(errno);
+    ::kill(c.pid, SIGKILL);
+  }
+  ended e = wait_for(c);
+  EXPECT_TRUE(WIFSIGNALED(e.status) && WTERMSIG(e.status) == SIGINT)
+      << "status " << e.status << ": " << e.out;
+  return e;
+}
+
 TEST(KeygcKernelCli, ARunReportsBothPhasesAndLeavesNothingBehind) {
   SKIP_UNLESS_KEYRING_FITS(2000);
   if (::access(gc_delay_sysctl, W_OK) != 0)
     GTEST_SKIP() << gc_delay_sysctl << " is not writable here";
   const std::string old = read_sysctl(gc_delay_sysctl);
   child c = spawn({"keygc", "--kernel", "--keys", "2000", "--set-gc-delay", "1", "--json"});
-  int status = 0;
-  ASSERT_EQ(::waitpid(c.pid, &status, 0), c.pid);
-  const std::string out = slurp(c.out);
-  fs::remove(c.out);
+  const auto [status, out] = wait_for(c);
   ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << out;
   const auto j = nlohmann::json::parse(out);
   EXPECT_EQ(j["mode"], "kernel");
@@ -265,13 +288,7 @@ TEST(KeygcKernelCli, SigintRestoresGcDelayAndTheKeysGo) {
   child c = spawn({"keygc", "--kernel", "--keys", "200000", "--runs", "50", "--set-gc-delay", "1"});
   ASSERT_TRUE(test::eventually([&] { return read_sysctl(gc_delay_sysctl) == "1"; }))
       << "the run never changed gc_delay: " << slurp(c.out);
-  ASSERT_EQ(::kill(c.pid, SIGINT), 0);
-  int status = 0;
-  ASSERT_EQ(::waitpid(c.pid, &status, 0), c.pid);
-  const std::string out = slurp(c.out);
-  fs::remove(c.out);
-  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGINT)
-      << "status " << status << ": " << out;
+  interrupt(c);
   EXPECT_EQ(read_sysctl(gc_delay_sysctl), old);
   // The process keyring died with the process: the kernel collects the rest.
   EXPECT_TRUE(none_left("." + std::to_string(c.pid) + "."));
@@ -369,10 +386,7 @@ TEST(KeygcKernelCli, TracedRunRecordsTheCollectorAndLeavesNoInstance) {
   SKIP_UNLESS_TRACING();
   const tracefs_state before = read_tracefs_state();
   child c = spawn({"keygc", "--kernel", "--keys", "3000", "--json"});
-  int status = 0;
-  ASSERT_EQ(::waitpid(c.pid, &status, 0), c.pid);
-  const std::string out = slurp(c.out);
-  fs::remove(c.out);
+  const auto [status, out] = wait_for(c);
   ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << out;
   const auto j = nlohmann::json::parse(out);
   EXPECT_EQ(j["tracing"], "tracepoints") << out;
@@ -400,13 +414,7 @@ TEST(KeygcKernelCli, SigintDuringATracedRunLeavesNoInstanceNorMount) {
     });
   })) << "the run never created its instance: "
       << slurp(c.out);
-  ASSERT_EQ(::kill(c.pid, SIGINT), 0);
-  int status = 0;
-  ASSERT_EQ(::waitpid(c.pid, &status, 0), c.pid);
-  const std::string out = slurp(c.out);
-  fs::remove(c.out);
-  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGINT)
-      << "status " << status << ": " << out;
+  interrupt(c);
   EXPECT_EQ(read_tracefs_state(), before) << "a tracefs mount or instance was left behind";
   EXPECT_TRUE(none_left("." + std::to_string(c.pid) + "."));
 }
@@ -429,14 +437,9 @@ TEST(KeygcKernelCli, AnotherProcesssTracefsMountIsNotTheRuns) {
   EXPECT_EQ(::umount2(other.c_str(), MNT_DETACH), 0) << std::strerror(errno);
   fs::remove(other);
   ASSERT_TRUE(started) << "the run never created its instance: " << slurp(c.out);
-  ASSERT_EQ(::kill(c.pid, SIGINT), 0);
-  int status = 0;
-  ASSERT_EQ(::waitpid(c.pid, &status, 0), c.pid);
-  const std::string out = slurp(c.out);
-  fs::remove(c.out);
-  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGINT)
-      << "status " << status << ": " << out;
-  EXPECT_EQ(read_tracefs_state(), before) << "a tracefs mount or instance was left behind: " << out;
+  const ended e = interrupt(c);
+  EXPECT_EQ(read_tracefs_state(), before)
+      << "a tracefs mount or instance was left behind: " << e.out;
   EXPECT_TRUE(none_left("." + std::to_string(c.pid) + "."));
 }
 
@@ -484,10 +487,7 @@ TEST(KeygcKernelCli, AQuotaRefusalIsOneClearLine) {
   SKIP_UNLESS_KEYRING_FITS(10);
   const key_quota q = read_key_quota();
   child c = spawn({"keygc", "--kernel", "--keys", std::to_string(q.maxkeys + 1)});
-  int status = 0;
-  ASSERT_EQ(::waitpid(c.pid, &status, 0), c.pid);
-  const std::string out = slurp(c.out);
-  fs::remove(c.out);
+  const auto [status, out] = wait_for(c);
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 1) << out;
   EXPECT_NE(out.find("do not fit the kernel's key quota"), std::string::npos) << out;
 }

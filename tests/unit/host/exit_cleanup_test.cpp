@@ -164,6 +164,32 @@ void say_ready_and_wait(int ready_fd) {
     ::usleep(1000);
 }
 
+// Runs `scenario` (a child that mounts a tmpfs at DIR/mnt under exit_cleanup::unmount)
+// `rounds` times, signalling each child with SIGINT: the child must die of the signal and
+// leave nothing mounted. Skips where no tmpfs can be mounted.
+void expect_signal_unmounts(const std::string& scenario, int rounds) {
+  if (::geteuid() != 0) GTEST_SKIP() << "mounting a tmpfs needs root";
+  const fs::path dir = scratch_dir();
+  const fs::path mnt = dir / "mnt";
+  fs::create_directory(mnt);
+  if (::mount("quiesce-test", mnt.c_str(), "tmpfs", 0, "size=1m") != 0) {
+    const int e = errno;
+    fs::remove_all(dir);
+    GTEST_SKIP() << "cannot mount a tmpfs here: " << std::strerror(e);
+  }
+  ASSERT_EQ(::umount2(mnt.c_str(), 0), 0);
+  for (int round = 0; round < rounds; ++round) {
+    const int status = run_child_until_signalled(SIGINT, scenario, dir);
+    EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGINT)
+        << scenario << " round " << round << ": status " << status;
+    const bool left_mounted = quiesce::test::is_mount_point(mnt);
+    EXPECT_FALSE(left_mounted) << scenario << " round " << round << ": the tmpfs was left mounted";
+    if (left_mounted) ::umount2(mnt.c_str(), MNT_DETACH);
+    if (::testing::Test::HasFailure()) break;
+  }
+  fs::remove_all(dir);
+}
+
 TEST(ExitCleanup, ASignalRunsEveryPendingActionAndTheProcessDiesOfIt) {
   const fs::path dir = scratch_dir();
   const fs::path setting = dir / "setting";
@@ -193,26 +219,7 @@ TEST(ExitCleanupChild, DISABLED_PendingActions) {
 // elsewhere (the verity bench's data file) keeps working until the process dies of the
 // signal - closing every descriptor made it fail with EBADF and abort.
 TEST(ExitCleanup, ASignalReleasesOnlyTheDescriptorsThatKeepItsMountBusy) {
-  if (::geteuid() != 0) GTEST_SKIP() << "mounting a tmpfs needs root";
-  const fs::path dir = scratch_dir();
-  const fs::path mnt = dir / "mnt";
-  fs::create_directory(mnt);
-  if (::mount("quiesce-test", mnt.c_str(), "tmpfs", 0, "size=1m") != 0) {
-    const int e = errno;
-    fs::remove_all(dir);
-    GTEST_SKIP() << "cannot mount a tmpfs here: " << std::strerror(e);
-  }
-  ASSERT_EQ(::umount2(mnt.c_str(), 0), 0);
-  for (int round = 0; round < 5; ++round) {
-    const int status = run_child_until_signalled(SIGINT, "MountBusy", dir);
-    EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGINT)
-        << "round " << round << ": status " << status;
-    const bool left_mounted = quiesce::test::is_mount_point(mnt);
-    EXPECT_FALSE(left_mounted) << "round " << round << ": the tmpfs was left mounted";
-    if (left_mounted) ::umount2(mnt.c_str(), MNT_DETACH);
-    if (::testing::Test::HasFailure()) break;
-  }
-  fs::remove_all(dir);
+  expect_signal_unmounts("MountBusy", 5);
 }
 
 // As above, with a thread that opens a file under the mount again and again (libtracefs'
@@ -228,26 +235,7 @@ TEST(ExitCleanup, ASignalUnmountsAFilesystemAThreadKeepsReopening) {
   // asan-ubsan presets run it.
   GTEST_SKIP() << "the child races close() against the handler's dup3() by design";
 #endif
-  if (::geteuid() != 0) GTEST_SKIP() << "mounting a tmpfs needs root";
-  const fs::path dir = scratch_dir();
-  const fs::path mnt = dir / "mnt";
-  fs::create_directory(mnt);
-  if (::mount("quiesce-test", mnt.c_str(), "tmpfs", 0, "size=1m") != 0) {
-    const int e = errno;
-    fs::remove_all(dir);
-    GTEST_SKIP() << "cannot mount a tmpfs here: " << std::strerror(e);
-  }
-  ASSERT_EQ(::umount2(mnt.c_str(), 0), 0);
-  for (int round = 0; round < 20; ++round) {
-    const int status = run_child_until_signalled(SIGINT, "MountReopened", dir);
-    EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGINT)
-        << "round " << round << ": status " << status;
-    const bool left_mounted = quiesce::test::is_mount_point(mnt);
-    EXPECT_FALSE(left_mounted) << "round " << round << ": the tmpfs was left mounted";
-    if (left_mounted) ::umount2(mnt.c_str(), MNT_DETACH);
-    if (::testing::Test::HasFailure()) break;
-  }
-  fs::remove_all(dir);
+  expect_signal_unmounts("MountReopened", 20);
 }
 
 TEST(ExitCleanupChild, DISABLED_MountReopened) {
