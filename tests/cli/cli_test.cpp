@@ -150,6 +150,35 @@ TEST_F(Cli, BenchPeersMeasuresEveryRowOrNamesWhatIsMissing) {
   EXPECT_TRUE(fs::exists(plots / "peers-sha256.dat"));
 }
 
+// The knobs `bench peers` passes to its benchmark programs refuse what they cannot mean,
+// naming the variable (exit 2), and take both ends of their range.
+TEST_F(Cli, BenchKnobsTakeTheirRangeAndRefuseTheRest) {
+  const fs::path bin = fs::path(QUIESCE_CLI).parent_path();
+  if (!fs::exists(bin / "bench_wq") || !fs::exists(bin / "bench_rcu"))
+    GTEST_SKIP() << "the benchmark programs are not built here";
+  const std::string wq = (bin / "bench_wq").string() + " --benchmark_list_tests=true";
+  for (const char* bad : {"0", "1001", "-1", "x", "2.5", "20x", "''"}) {
+    const result r = run_shell("QUIESCE_BENCH_DIVISOR=" + std::string(bad) + " " + wq + " 2>&1");
+    EXPECT_EQ(r.code, 2) << bad << ": " << r.out;
+    EXPECT_NE(r.out.find("QUIESCE_BENCH_DIVISOR"), std::string::npos) << bad << ": " << r.out;
+  }
+  for (const char* good : {"1", "1000"}) {
+    const result r = run_shell("QUIESCE_BENCH_DIVISOR=" + std::string(good) + " " + wq + " 2>&1");
+    EXPECT_EQ(r.code, 0) << good << ": " << r.out;
+  }
+  // The flood reads its length when it starts: a bad one ends the run before it floods.
+  const std::string flood = (bin / "bench_rcu").string() +
+                            " --benchmark_filter='^quiesce_retire_flood' --benchmark_format=json";
+  for (const char* bad : {"0", "-1", "3600.5", "x", "1s", "''", "nan", "inf"}) {
+    const result r = run_shell("QUIESCE_FLOOD_SECONDS=" + std::string(bad) + " " + flood + " 2>&1");
+    EXPECT_EQ(r.code, 2) << bad << ": " << r.out;
+    EXPECT_NE(r.out.find("QUIESCE_FLOOD_SECONDS"), std::string::npos) << bad << ": " << r.out;
+  }
+  const result r = run_shell("QUIESCE_FLOOD_SECONDS=0.01 " + flood + " 2>/dev/null");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["benchmarks"].size(), 1u) << r.out;
+}
+
 TEST_F(Cli, VerityDigestMatchesFsverityLineForLine) {
   const result ours = run("verity digest " + file_.string() + " --salt 0a0b --hash-alg sha512");
   ASSERT_EQ(ours.code, 0) << ours.out;
