@@ -263,11 +263,15 @@ struct wq_stats {
   std::uint64_t rejected = 0;     // queueing refused (draining and not chained, or exiting)
   std::uint64_t dropped = 0;      // queued instances dropped, not run, at process exit
   std::uint64_t flushes = 0;      // flush() calls (incl. drain's) that have begun to wait
-  bool draining = false;          // a drain() (or the destructor) is in progress
-  int max_active = 0;             // the effective limit (per CPU for bound queues)
-  int peak_active = 0;            // the most items ever active at once in one domain
-  histogram queue_to_start_ns;    // queued -> execution started
-  histogram run_ns;               // execution time (wall clock)
+  // Times a queue() caller gave its CPU up (sched_yield) because every active slot was taken:
+  // once per 16 such queueings of one thread (backpressure: the queue is max_active items
+  // ahead of its workers, and a queuer adding more only takes CPU time from them).
+  std::uint64_t backlog_yields = 0;
+  bool draining = false;        // a drain() (or the destructor) is in progress
+  int max_active = 0;           // the effective limit (per CPU for bound queues)
+  int peak_active = 0;          // the most items ever active at once in one domain
+  histogram queue_to_start_ns;  // queued -> execution started
+  histogram run_ns;             // execution time (wall clock)
   // Scheduler view of the workers of the pools this queue uses (summed over workers alive
   // now): time runnable but waiting for a CPU is run_delay_ns. Zero if schedstat is absent.
   sched_sample workers;

@@ -163,6 +163,9 @@ void write_workqueues(family_writer& w) {
            [](const wq_stats& s) { return s.dropped; });
   counters(w, n("flushes"), "flush() calls that waited", qs,
            [](const wq_stats& s) { return s.flushes; });
+  counters(w, n("backlog_yields"),
+           "Times a queuer gave its CPU up to a queue whose every active slot was taken", qs,
+           [](const wq_stats& s) { return s.backlog_yields; });
   gauges(w, n("max_active"), "The max_active limit (per CPU for bound queues)", qs,
          [](const wq_stats& s) { return s.max_active; });
   gauges(w, n("peak_active"), "The most items ever active at once in one domain", qs,

@@ -132,7 +132,7 @@ bool work::flush() {
   detail::wq_impl* wq = nullptr;
   int cpu = -1;
   const bool was_armed = detail::timer_cancel(*this, &wq, &cpu);
-  if (was_armed) detail::queue_work_owned(*wq, cpu, *this);
+  if (was_armed) detail::queue_work_owned(*wq, cpu, *this, /*may_yield=*/false);
   const std::uint64_t target = state_.last_id.load(std::memory_order_seq_cst);
   auto done = [&] {
     if (!detail::mutant::flush_ignores_pending) {

@@ -129,6 +129,10 @@ inline constexpr bool stranded_not_swept = QUIESCE_MUTANT(STRANDED_NOT_SWEPT);
 inline constexpr bool look_leaves_waking = QUIESCE_MUTANT(LOOK_LEAVES_WAKING);
 // the watchdog never ends an unbound pool's one-worker mode (pool::end_short_items_locked)
 inline constexpr bool short_items_kept = QUIESCE_MUTANT(SHORT_ITEMS_KEPT);
+// a queuer never gives its CPU up to a saturated queue's backlog (queuer_yields_to_backlog)
+inline constexpr bool backlog_never_yields = QUIESCE_MUTANT(BACKLOG_NEVER_YIELDS);
+// the timer thread, queueing a due item, counts toward backpressure as a queue() caller does
+inline constexpr bool timer_yields_to_backlog = QUIESCE_MUTANT(TIMER_YIELDS_TO_BACKLOG);
 // a worker that could not be created is never tried again (retry_worker_creation)
 inline constexpr bool creation_not_retried = QUIESCE_MUTANT(CREATION_NOT_RETRIED);
 // a worker creation that runs out of memory (std::bad_alloc) is not a failed creation
@@ -165,6 +169,10 @@ inline constexpr int wq_dfl_active = 1024;   // WQ_DFL_ACTIVE
 inline constexpr int wq_max_active = 2048;   // WQ_MAX_ACTIVE
 inline constexpr int wq_dfl_min_active = 8;  // WQ_DFL_MIN_ACTIVE
 inline constexpr int max_workers_per_pool = 1024;
+// Backpressure (queue.cpp, queuer_yields_to_backlog): a thread yields once per this many of
+// its queueings that find every active slot of their queue taken.
+inline constexpr unsigned backlog_yield_every = 16;
+
 // An unbound pool's items count as short (pool::short_items) while they run for less than
 // this (the item's run: pool::note_run_locked): about a worker's wake-up on the other CPU here
 // (6-30 us, machine.md), the least an item must take for a second worker to start it sooner than
@@ -739,11 +747,12 @@ struct wq_impl {
   // it unchanged. drain() is done when it reads zero. Per CPU (instance_count.hpp): every
   // queueing and every completion writes it, and no CPU writes another's line.
   instance_count instances{static_cast<std::size_t>(::get_nprocs_conf())};
-  std::atomic<bool> exit_hook_checked{false};  // A: ensure_exit_hook() ran
-  std::atomic<std::uint64_t> cancelled{0};     // A
-  std::atomic<std::uint64_t> rejected{0};      // A
-  std::atomic<std::uint64_t> flushes{0};       // A: flushes that flipped their colors
-  std::atomic<bool> reject_reported{false};    // A
+  std::atomic<bool> exit_hook_checked{false};    // A: ensure_exit_hook() ran
+  std::atomic<std::uint64_t> cancelled{0};       // A
+  std::atomic<std::uint64_t> rejected{0};        // A
+  std::atomic<std::uint64_t> flushes{0};         // A: flushes that flipped their colors
+  std::atomic<std::uint64_t> backlog_yields{0};  // A: queuer_yields_to_backlog() said yes
+  std::atomic<bool> reject_reported{false};      // A
 
   pwq& pwq_for_cpu(int cpu);
   pwq* pwq_in_pool(const pool* p) noexcept;
@@ -760,8 +769,11 @@ bool refuses_new_work(wq_impl& wq);
 void report_refusal(wq_impl& wq, const work& item);
 // Queues an item whose pending bit the caller owns, whose pending_id is set and which is
 // counted in wq.instances, on the pool for `cpu` (-1: the calling thread's CPU). Never
-// refuses: callers check refuses_new_work() first.
-void queue_work_owned(wq_impl& wq, int cpu, work& item);
+// refuses: callers check refuses_new_work() first. With `may_yield` (a caller of queue(),
+// not the timer thread), returns true if the caller should now give its CPU up to the
+// queue's backlog (queuer_yields_to_backlog, counted in wq.backlog_yields): it then yields,
+// touching nothing of the queue.
+bool queue_work_owned(wq_impl& wq, int cpu, work& item, bool may_yield);
 // Takes active slots for the items waiting in `d`, oldest first, while slots are free, and
 // moves those items to `out`; the caller activates them with activate_taken() once it has
 // released d.lock (an activated item may run and end its queue's last instance at once, so

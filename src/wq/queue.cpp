@@ -2,6 +2,7 @@
 // Queueing: the pending bit and disabling (cancel_sync in progress), refusals (draining,
 // exit), non-reentrancy across pools, flush-color assignment and max_active activation.
 #include <fmt/format.h>
+#include <sched.h>
 
 #include <algorithm>
 #include <stdexcept>
@@ -103,7 +104,32 @@ void report_refusal(wq_impl& wq, const work& item) {
   }
 }
 
-void queue_work_owned(wq_impl& wq, int cpu, work& item) {
+namespace {
+
+// W: queueings by this thread that found their queue saturated, since it last yielded.
+thread_local unsigned tls_saturated_queueings = 0;
+
+// Backpressure: a queuer whose item finds every active slot taken (the queue is max_active
+// items ahead of its workers: the kernel's nr_active at its limit) gives its CPU up once
+// every backlog_yield_every such queueings - sched_yield(), which returns at once where
+// nothing else is runnable on its CPU, so nothing waits. The queue drains no faster than its
+// workers run, and a queuer that keeps adding past the limit only takes CPU time from them -
+// on a per-CPU queue from the one worker that may run its items, on the CPU they share -
+// while the backlog (and posted items' memory) grows. The kernel's flooding loops call
+// cond_resched(); quiesce's retire waits past its callback limit (set_rcu_callback_limit).
+// Measured (issue 29; docs/workqueue.md, "Backpressure"): 1M posted lambdas from two threads
+// to an unbound queue 2.5x, from one thread to a per-CPU queue 1.8x. Counted in the queue's
+// stats (backlog_yields).
+bool queuer_yields_to_backlog() noexcept {
+  if (mutant::backlog_never_yields) return false;
+  if (++tls_saturated_queueings < backlog_yield_every) return false;
+  tls_saturated_queueings = 0;
+  return true;
+}
+
+}  // namespace
+
+bool queue_work_owned(wq_impl& wq, int cpu, work& item, bool may_yield) {
   pwq* q = &wq.pwq_for_cpu(cpu);
   // Non-reentrancy: if the item is running on another pool, the new instance goes there
   // (kernel: __queue_work's last_pool check), so it cannot run on two workers at once.
@@ -127,8 +153,11 @@ void queue_work_owned(wq_impl& wq, int cpu, work& item) {
   if (d.fast_activation_allowed() && d.try_take_slot()) {
     // Activated at once: the queueing time is the activation time (one clock read less).
     activate(item, state_of(item).queued_ns);
-    return;
+    return false;
   }
+  // Counted before the item is pushed (then nothing of the queue may be touched).
+  const bool yield = may_yield && queuer_yields_to_backlog();
+  if (yield) wq.backlog_yields.fetch_add(1, std::memory_order_relaxed);
   // No slot, or older items wait: queue behind them, then take what the limit allows (a
   // slot may have come free since; see active_domain::nr_inactive).
   // (The mutant that never looks again is preempted here, as a queuer may be: the window in
@@ -150,6 +179,7 @@ void queue_work_owned(wq_impl& wq, int cpu, work& item) {
       take_inactive_locked(d, taken, nullptr, past_limit);
   }
   activate_taken(taken);
+  return yield;
 }
 
 bool take_inactive_locked(active_domain& d, work_list& out, const pool* only_for, bool past_limit) {
@@ -222,10 +252,10 @@ void start_instance(detail::wq_impl& wq, work& w) {
 // Queues now or arms the timer, for an instance whose pending bit the caller owns and
 // which is counted in wq.instances. If arming throws (the timer thread cannot start, no
 // memory), the instance is undone before the exception leaves.
-void queue_or_arm(detail::wq_impl& wq, int cpu, work& w, std::chrono::nanoseconds delay) {
+// Returns queue_work_owned's answer: whether the caller should yield to the backlog.
+bool queue_or_arm(detail::wq_impl& wq, int cpu, work& w, std::chrono::nanoseconds delay) {
   if (delay == std::chrono::nanoseconds::zero()) {
-    detail::queue_work_owned(wq, cpu, w);
-    return;
+    return detail::queue_work_owned(wq, cpu, w, /*may_yield=*/true);
   }
   try {
     detail::timer_arm(w, wq, cpu,
@@ -235,6 +265,7 @@ void queue_or_arm(detail::wq_impl& wq, int cpu, work& w, std::chrono::nanosecond
     detail::end_instance(wq);
     throw;
   }
+  return false;
 }
 
 // queue(), queue_on() and queue_delayed(): claim, check for refusal, queue or arm.
@@ -248,7 +279,7 @@ bool queue_new(detail::wq_impl& wq, int cpu, work& w, std::chrono::nanoseconds d
     return false;
   }
   start_instance(wq, w);
-  queue_or_arm(wq, cpu, w, delay);
+  if (queue_or_arm(wq, cpu, w, delay)) ::sched_yield();  // see queuer_yields_to_backlog
   return true;
 }
 

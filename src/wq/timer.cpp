@@ -99,7 +99,9 @@ class timer {
       const int cpu = state_of(item).timer_cpu;
       // The instance moves from the timer to the queue (a draining queue accepts it): the
       // queue's instance count does not change, and after this we do not touch it.
-      unlocked(guard, [&] { queue_work_owned(wq, cpu, item); });
+      unlocked(guard, [&] {
+        queue_work_owned(wq, cpu, item, /*may_yield=*/mutant::timer_yields_to_backlog);
+      });
     }
   }
 

@@ -277,6 +277,7 @@ wq_stats stats_of(const detail::wq_impl& wq) {
   s.unbound = wq.opt.unbound;
   s.cancelled = wq.cancelled.load(std::memory_order_relaxed);
   s.rejected = wq.rejected.load(std::memory_order_relaxed);
+  s.backlog_yields = wq.backlog_yields.load(std::memory_order_relaxed);
   s.flushes = wq.flushes.load(std::memory_order_seq_cst);
   s.draining = wq.draining.load(std::memory_order_seq_cst) > 0;
   s.max_active = wq.max_active;
