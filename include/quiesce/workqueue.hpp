@@ -305,7 +305,11 @@ class workqueue {
 
   // Queues `w` on the pool of the calling thread's CPU (bound), or of its affinity scope
   // (unbound). False if `w` was already pending (nothing changes), or if the queue is
-  // draining and the caller is not one of its own items.
+  // draining and the caller is not one of its own items. Never blocks; where every active
+  // slot is taken (max_active items ahead of the workers), one such queueing in 16 of the
+  // calling thread gives its CPU up with sched_yield() first (backpressure: the workers the
+  // backlog waits on may need that CPU; counted in wq_stats::backlog_yields). So do queue_on,
+  // post and post_on; a delayed item's queueing when due (on the timer thread) never does.
   bool queue(work& w);
   // Queues on the pool of `cpu` (bound) or of the scope group holding `cpu` (unbound).
   // Throws std::invalid_argument if `cpu` is not usable by this process.
