@@ -15,9 +15,16 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "../base/mutant.hpp"
 #include "tracefs_shim.h"
 
 namespace quiesce::host {
+
+namespace mutant {
+// libtracefs takes the first tracefs in /proc/mounts, whoever mounted it (the run neither
+// mounts /sys/kernel/tracing nor names it)
+inline constexpr bool trace_takes_first_tracefs = QUIESCE_MUTANT(HOST_TRACE_TAKES_FIRST_TRACEFS);
+}  // namespace mutant
 
 std::vector<traced_execution> pair_executions(std::vector<workqueue_event> events,
                                               std::size_t* unpaired,
@@ -117,7 +124,7 @@ workqueue_trace::workqueue_trace(const std::string& function) : impl_(std::make_
   // in /proc/mounts, which may be another process's passing mount - one that goes away with
   // this run's instance under it (a test's view in /tmp did so: the instance was left behind).
   constexpr const char* tracefs_root = "/sys/kernel/tracing";
-  if (!is_tracefs(tracefs_root)) {
+  if (!mutant::trace_takes_first_tracefs && !is_tracefs(tracefs_root)) {
     unmount_.emplace(exit_cleanup::unmount(tracefs_root));
     if (::mount("nodev", tracefs_root, "tracefs", 0, nullptr) != 0) {
       throw std::runtime_error(
@@ -125,7 +132,7 @@ workqueue_trace::workqueue_trace(const std::string& function) : impl_(std::make_
                       std::strerror(errno)));
     }
   }
-  if (qtf_set_tracing_dir(tracefs_root) != 0)
+  if (!mutant::trace_takes_first_tracefs && qtf_set_tracing_dir(tracefs_root) != 0)
     throw std::runtime_error(fmt::format("tracefs: cannot use {}", tracefs_root));
   const std::string name = fmt::format("quiesce-{}", ::getpid());
   instance_path_ = fmt::format("{}/instances/{}", qtf_tracing_dir(), name);

@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -205,6 +206,13 @@ TEST(SysctlOverride, RestoresOnDestruction) {
   EXPECT_THROW(sysctl_override("/proc/sys/kernel/keys/no_such_knob", "1"), std::runtime_error);
 }
 
+// The CLI under test: QUIESCE_KEYGC_CLI if set (a CLI built against a host mutant,
+// tests/mutants), else this build's.
+const char* cli_path() {
+  const char* mutant = std::getenv("QUIESCE_KEYGC_CLI");
+  return mutant && *mutant ? mutant : QUIESCE_CLI;
+}
+
 // The CLI, run as a user would: fork + exec, output to a file.
 struct child {
   pid_t pid = -1;
@@ -215,7 +223,8 @@ child spawn(const std::vector<std::string>& args) {
   child c;
   c.out = fs::temp_directory_path() /
           ("quiesce-kernel-test-" + std::to_string(::getpid()) + "-" + std::to_string(args.size()));
-  std::vector<char*> argv{const_cast<char*>(QUIESCE_CLI)};
+  const char* const cli = cli_path();
+  std::vector<char*> argv{const_cast<char*>(cli)};
   for (const std::string& a : args)
     argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
@@ -224,7 +233,7 @@ child spawn(const std::vector<std::string>& args) {
     const int fd = ::open(c.out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
     ::dup2(fd, 1);
     ::dup2(fd, 2);
-    ::execv(QUIESCE_CLI, argv.data());
+    ::execv(cli, argv.data());
     ::_exit(127);
   }
   return c;
@@ -324,7 +333,7 @@ TEST(KernelTrace, PairsARecordedEventListIntoExecutions) {
   EXPECT_NEAR(s.mean(), 2833.333, 0.001);
 }
 
-// Where tracefs is mounted (fstype tracefs in /proc/self/mounts), and the kernel's ftrace
+// Where tracefs is mounted (fstype tracefs in the calling thread's mounts), and the kernel's ftrace
 // instances - read through a private mount of tracefs, since an instance outlives every
 // mount (one left behind under an unmounted tracefs is still there).
 struct tracefs_state {
@@ -344,7 +353,7 @@ std::ostream& operator<<(std::ostream& os, const tracefs_state& s) {
 }
 tracefs_state read_tracefs_state() {
   tracefs_state s;
-  std::ifstream in("/proc/self/mounts");
+  std::ifstream in("/proc/thread-self/mounts");  // this thread's: see the test below
   std::string dev, dir, type, rest;
   while (in >> dev >> dir >> type && std::getline(in, rest)) {
     if (type == "tracefs") s.mounts.push_back(dir);
@@ -369,6 +378,18 @@ tracefs_state read_tracefs_state() {
   fs::remove(view);
   std::sort(s.instances.begin(), s.instances.end());
   return s;
+}
+
+// Removes the kernel's ftrace instance `name` (through a private view, as above).
+void remove_tracefs_instance(const std::string& name) {
+  const fs::path view =
+      fs::temp_directory_path() / ("quiesce-tracefs-rm-" + std::to_string(::getpid()));
+  fs::create_directories(view);
+  const quiesce::test::shell_result r = quiesce::test::run_shell(
+      "unshare --mount --propagation private sh -c 'mount -t tracefs nodev " + view.string() +
+      " && rmdir " + view.string() + "/instances/" + name + "' 2>&1");
+  EXPECT_EQ(r.code, 0) << "cannot remove the instance " << name << ": " << r.out;
+  fs::remove(view);
 }
 
 // Skips unless this process could trace the kernel's workqueue (root, tracefs).
@@ -419,28 +440,62 @@ TEST(KeygcKernelCli, SigintDuringATracedRunLeavesNoInstanceNorMount) {
   EXPECT_TRUE(none_left("." + std::to_string(c.pid) + "."));
 }
 
-// Another process's passing tracefs mount is not the run's: mounted before the run starts
-// (so that, /sys/kernel/tracing not mounted, it is the first tracefs in /proc/mounts - the
-// one libtracefs would take) and gone while the run goes on, it leaves the run's instance and
-// mount to the run, which removes both when interrupted.
+// Another process's passing tracefs mount is not the run's: mounted before the run starts,
+// with /sys/kernel/tracing not mounted, it is the first tracefs in /proc/mounts - the one
+// libtracefs would take - and it goes while the run goes on; the run's instance and mount are
+// the run's own, which it removes when interrupted. The test runs on a thread in a mount
+// namespace of its own (mount namespaces are per task, and the CLI forked from the thread
+// inherits it), private, where /sys/kernel/tracing is not mounted whatever the machine has
+// there: with it mounted, it is the first tracefs and the test told nothing apart (it passed
+// against mutant host_trace_takes_first_tracefs).
 TEST(KeygcKernelCli, AnotherProcesssTracefsMountIsNotTheRuns) {
   SKIP_UNLESS_KEYRING_FITS(200000);
   SKIP_UNLESS_TRACING();
-  const tracefs_state before = read_tracefs_state();
-  const fs::path other =
-      fs::temp_directory_path() / ("quiesce-other-tracefs-" + std::to_string(::getpid()));
-  fs::create_directories(other);
-  ASSERT_EQ(::mount("nodev", other.c_str(), "tracefs", 0, nullptr), 0) << std::strerror(errno);
-  child c = spawn({"keygc", "--kernel", "--keys", "200000", "--runs", "50"});
-  const std::string instance = "quiesce-" + std::to_string(c.pid);
-  const bool started = test::eventually([&] { return fs::exists(other / "instances" / instance); });
-  EXPECT_EQ(::umount2(other.c_str(), MNT_DETACH), 0) << std::strerror(errno);
-  fs::remove(other);
-  ASSERT_TRUE(started) << "the run never created its instance: " << slurp(c.out);
-  const ended e = interrupt(c);
-  EXPECT_EQ(read_tracefs_state(), before)
-      << "a tracefs mount or instance was left behind: " << e.out;
-  EXPECT_TRUE(none_left("." + std::to_string(c.pid) + "."));
+  std::string no_namespace;
+  std::thread([&] {
+    if (::unshare(CLONE_NEWNS) != 0) {
+      no_namespace = std::string("unshare(CLONE_NEWNS): ") + std::strerror(errno);
+      return;
+    }
+    // Private first: an unmount here must not reach the machine's mount table.
+    ASSERT_EQ(::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr), 0)
+        << std::strerror(errno);
+    // Every tracefs mount out of this namespace (/sys/kernel/tracing, debugfs' tracing,
+    // perhaps stacked): the test's own is then the only one.
+    for (int round = 0; round < 8 && !read_tracefs_state().mounts.empty(); ++round) {
+      for (const std::string& dir : read_tracefs_state().mounts)
+        ::umount2(dir.c_str(), MNT_DETACH);
+    }
+    const tracefs_state before = read_tracefs_state();
+    ASSERT_TRUE(before.mounts.empty())
+        << "tracefs still mounted in the test's namespace: " << before;
+    const fs::path other =
+        fs::temp_directory_path() / ("quiesce-other-tracefs-" + std::to_string(::getpid()));
+    fs::create_directories(other);
+    ASSERT_EQ(::mount("nodev", other.c_str(), "tracefs", 0, nullptr), 0) << std::strerror(errno);
+    child c = spawn({"keygc", "--kernel", "--keys", "200000", "--runs", "50"});
+    const std::string instance = "quiesce-" + std::to_string(c.pid);
+    const bool started =
+        test::eventually([&] { return fs::exists(other / "instances" / instance); });
+    EXPECT_EQ(::umount2(other.c_str(), MNT_DETACH), 0) << std::strerror(errno);
+    fs::remove(other);
+    if (!started) {
+      ADD_FAILURE() << "the run never created its instance: " << slurp(c.out);
+      ::kill(c.pid, SIGKILL);
+      wait_for(c);
+      return;
+    }
+    const ended e = interrupt(c);
+    const tracefs_state after = read_tracefs_state();
+    EXPECT_EQ(after, before) << "a tracefs mount or instance was left behind: " << e.out;
+    EXPECT_TRUE(none_left("." + std::to_string(c.pid) + "."));
+    // What a failure left, the machine does not keep: the run's instance goes.
+    if (std::find(after.instances.begin(), after.instances.end(), instance) !=
+        after.instances.end()) {
+      remove_tracefs_instance(instance);
+    }
+  }).join();
+  if (!no_namespace.empty()) GTEST_SKIP() << "no mount namespace of its own: " << no_namespace;
 }
 
 TEST(Cyclictest, ParsesTheLargestMaxOfItsSummary) {
