@@ -333,9 +333,9 @@ TEST(KernelTrace, PairsARecordedEventListIntoExecutions) {
   EXPECT_NEAR(s.mean(), 2833.333, 0.001);
 }
 
-// Where tracefs is mounted (fstype tracefs in the calling thread's mounts), and the kernel's ftrace
-// instances - read through a private mount of tracefs, since an instance outlives every
-// mount (one left behind under an unmounted tracefs is still there).
+// Where tracefs is mounted (fstype tracefs in the calling thread's mounts), and the kernel's
+// ftrace instances - read through a private mount of tracefs, since an instance outlives
+// every mount (one left behind under an unmounted tracefs is still there).
 struct tracefs_state {
   std::vector<std::string> mounts;
   std::vector<std::string> instances;
@@ -351,6 +351,24 @@ std::ostream& operator<<(std::ostream& os, const tracefs_state& s) {
     os << " " << i;
   return os;
 }
+
+// Runs `command` on tracefs' instances directory, reached through a tracefs view mounted in
+// a mount namespace of its own: a view in this one would be seen by a traced run's libtracefs
+// as tracefs mounted (the first tracefs mount in /proc/mounts), used for its instance, and
+// gone under it - the instance was then left behind, and tracefs mounted, in 8 runs of 30 of
+// the SIGINT test below. The command run is `command`, the directory's path, then `suffix`.
+quiesce::test::shell_result in_instances_dir(const std::string& command,
+                                             const std::string& suffix = "") {
+  const fs::path view =
+      fs::temp_directory_path() / ("quiesce-tracefs-" + std::to_string(::getpid()));
+  fs::create_directories(view);
+  const quiesce::test::shell_result r = quiesce::test::run_shell(
+      "unshare --mount --propagation private sh -c 'mount -t tracefs nodev " + view.string() +
+      " && " + command + " " + view.string() + "/instances" + suffix + "' 2>&1");
+  fs::remove(view);
+  return r;
+}
+
 tracefs_state read_tracefs_state() {
   tracefs_state s;
   std::ifstream in("/proc/thread-self/mounts");  // this thread's: see the test below
@@ -358,16 +376,7 @@ tracefs_state read_tracefs_state() {
   while (in >> dev >> dir >> type && std::getline(in, rest)) {
     if (type == "tracefs") s.mounts.push_back(dir);
   }
-  // The instances, through a tracefs view mounted in a mount namespace of its own: a view
-  // in this one would be seen by the traced run's libtracefs as tracefs mounted (the first
-  // tracefs mount in /proc/mounts), used for its instance, and gone under it - the instance
-  // was then left behind, and tracefs mounted, in 8 runs of 30 of the test below.
-  const fs::path view =
-      fs::temp_directory_path() / ("quiesce-tracefs-" + std::to_string(::getpid()));
-  fs::create_directories(view);
-  const quiesce::test::shell_result r = quiesce::test::run_shell(
-      "unshare --mount --propagation private sh -c 'mount -t tracefs nodev " + view.string() +
-      " && ls -1 " + view.string() + "/instances' 2>&1");
+  const quiesce::test::shell_result r = in_instances_dir("ls -1");
   if (r.code != 0) {
     ADD_FAILURE() << "cannot look at tracefs' instances: " << r.out;
   } else {
@@ -375,21 +384,14 @@ tracefs_state read_tracefs_state() {
     for (std::string name; std::getline(lines, name);)
       if (!name.empty()) s.instances.push_back(name);
   }
-  fs::remove(view);
   std::sort(s.instances.begin(), s.instances.end());
   return s;
 }
 
-// Removes the kernel's ftrace instance `name` (through a private view, as above).
+// Removes the kernel's ftrace instance `name`.
 void remove_tracefs_instance(const std::string& name) {
-  const fs::path view =
-      fs::temp_directory_path() / ("quiesce-tracefs-rm-" + std::to_string(::getpid()));
-  fs::create_directories(view);
-  const quiesce::test::shell_result r = quiesce::test::run_shell(
-      "unshare --mount --propagation private sh -c 'mount -t tracefs nodev " + view.string() +
-      " && rmdir " + view.string() + "/instances/" + name + "' 2>&1");
+  const quiesce::test::shell_result r = in_instances_dir("rmdir", "/" + name);
   EXPECT_EQ(r.code, 0) << "cannot remove the instance " << name << ": " << r.out;
-  fs::remove(view);
 }
 
 // Skips unless this process could trace the kernel's workqueue (root, tracefs).
