@@ -18,6 +18,7 @@
 #include "quiesce/metrics.hpp"
 #include "quiesce/rcu.hpp"
 #include "quiesce/workqueue.hpp"
+#include "wait.hpp"
 
 namespace quiesce {
 namespace {
@@ -72,6 +73,23 @@ TEST(OpenMetrics, AStrictParserAcceptsTheScrapeAndItsValuesAreTheStats) {
     ASSERT_TRUE(wq.post([] {}));
   ASSERT_TRUE(wq.post([] { throw std::runtime_error("counted"); }));
   wq.flush();
+  // A queue whose one slot a running item holds: 16 queueings behind it make one backlog
+  // yield, whatever this thread counted before (one per 16 saturated queueings).
+  workqueue saturated("metrics saturated", wq_options{.ordered = true});
+  {
+    test::gate release, started;
+    EXPECT_TRUE(saturated.post([&] {
+      started.open();
+      (void)release.wait();
+    }));
+    EXPECT_TRUE(started.wait());
+    for (int i = 0; i < 16; ++i)
+      EXPECT_TRUE(saturated.post([] {}));
+    release.open();
+    saturated.flush();
+  }
+  const wq_stats saturated_stats = saturated.stats();
+  ASSERT_EQ(saturated_stats.backlog_yields, 1u);
   rcu_synchronize(rcu_default_domain());
   const wq_stats stats = wq.stats();
   const std::string text = scrape();
@@ -98,6 +116,11 @@ TEST(OpenMetrics, AStrictParserAcceptsTheScrapeAndItsValuesAreTheStats) {
   EXPECT_EQ(value("quiesce_workqueue_executed", "quiesce_workqueue_executed_total", q), 11);
   EXPECT_EQ(value("quiesce_workqueue_exceptions", "quiesce_workqueue_exceptions_total", q), 1);
   EXPECT_EQ(value("quiesce_workqueue_in_flight", "quiesce_workqueue_in_flight", q), 0);
+  EXPECT_EQ(value("quiesce_workqueue_backlog_yields", "quiesce_workqueue_backlog_yields_total", q),
+            static_cast<double>(stats.backlog_yields));
+  EXPECT_EQ(value("quiesce_workqueue_backlog_yields", "quiesce_workqueue_backlog_yields_total",
+                  {{"workqueue", "metrics saturated"}}),
+            1);
   // The histogram: +Inf and _count are every start; _sum is their total in seconds.
   nlohmann::json inf = q;
   inf["le"] = "+Inf";
