@@ -545,7 +545,9 @@ void push_work(pool& p, work& item, std::uint64_t now) {
   const bool check_first = mutant::kick_checked_before_push;
   const bool must_kick_before = check_first && p.queuer_must_kick();
   if (check_first) std::this_thread::yield();  // (the mutant: where a preemption would be)
-  // Activated at its queueing (the queuer took a slot at once) or later (it waited).
+  // Activated at its queueing (the queuer took a slot at once) or later (it waited). A late
+  // activation that read the queueing's own nanosecond counts as at once: the time it is
+  // ready from (item_start_ns) is the same either way.
   const bool late = now != state_of(item).queued_ns;
   state_of(item).activated_late = late;
   if (late) state_of(item).activated_ns = now;
