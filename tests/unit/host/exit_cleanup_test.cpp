@@ -155,6 +155,14 @@ void unblock(int sig) {
   ::pthread_sigmask(SIG_UNBLOCK, &s, nullptr);
 }
 
+// In a child: mounts a tmpfs at `mnt`, under exit_cleanup::unmount (armed first, so that no
+// signal finds it mounted and unarmed).
+exit_cleanup mount_tmpfs_to_unmount(const fs::path& mnt) {
+  exit_cleanup unmount = exit_cleanup::unmount(mnt.string());
+  if (::mount("quiesce-test", mnt.c_str(), "tmpfs", 0, "size=1m") != 0) child_fail("mount");
+  return unmount;
+}
+
 void say_ready_and_wait(int ready_fd) {
   if (::write(ready_fd, "r", 1) != 1) child_fail("write ready");
   // Not pause(): ThreadSanitizer defers a signal that arrives outside its blocking calls
@@ -242,8 +250,7 @@ TEST(ExitCleanup, ASignalUnmountsAFilesystemAThreadKeepsReopening) {
 TEST(ExitCleanupChild, DISABLED_MountReopened) {
   const child_env c = this_child();
   const fs::path mnt = c.dir / "mnt";
-  auto unmount = exit_cleanup::unmount(mnt.string());
-  if (::mount("quiesce-test", mnt.c_str(), "tmpfs", 0, "size=1m") != 0) child_fail("mount");
+  const exit_cleanup unmount = mount_tmpfs_to_unmount(mnt);
   const std::string file = (mnt / "busy").string();
   const int made = ::open(file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
   if (made < 0) child_fail("open");
@@ -282,8 +289,7 @@ TEST(ExitCleanup, ASignalUnmountsAFilesystemAMappingKeepsBusy) {
 TEST(ExitCleanupChild, DISABLED_MountMapped) {
   const child_env c = this_child();
   const fs::path mnt = c.dir / "mnt";
-  auto unmount = exit_cleanup::unmount(mnt.string());
-  if (::mount("quiesce-test", mnt.c_str(), "tmpfs", 0, "size=1m") != 0) child_fail("mount");
+  const exit_cleanup unmount = mount_tmpfs_to_unmount(mnt);
   const int fd = ::open((mnt / "mapped").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
   if (fd < 0 || ::ftruncate(fd, 4096) != 0) child_fail("create the file to map");
   void* const map = ::mmap(nullptr, 4096, PROT_READ, MAP_SHARED, fd, 0);
@@ -296,8 +302,7 @@ TEST(ExitCleanupChild, DISABLED_MountMapped) {
 TEST(ExitCleanupChild, DISABLED_MountBusy) {
   const child_env c = this_child();
   const fs::path mnt = c.dir / "mnt";
-  auto unmount = exit_cleanup::unmount(mnt.string());
-  if (::mount("quiesce-test", mnt.c_str(), "tmpfs", 0, "size=1m") != 0) child_fail("mount");
+  const exit_cleanup unmount = mount_tmpfs_to_unmount(mnt);
   const int inside = ::open((mnt / "busy").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
   const int outside =
       ::open((c.dir / "data").c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
